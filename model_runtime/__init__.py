@@ -1,0 +1,24 @@
+"""NeuROK runtime: the learned simulator, its dynamics, data, training and the worker, free of bpy.
+
+The one public entry point is :func:`simulate`. Importing this package stays light (no torch) so that Blender's
+Python can import the worker protocol from it; torch loads on the first simulation.
+"""
+
+from .errors import Cancelled, MeshError, NeuROKError, ParameterError, SimulationError, WeightsError
+from .materials import MATERIALS
+
+__all__ = ["simulate", "MATERIALS", "NeuROKError", "MeshError", "ParameterError", "WeightsError",
+           "SimulationError", "Cancelled"]
+
+
+def simulate(vertices, faces, **options):
+    """Animate a triangle mesh with the learned model; returns float32 positions (frames+1, V, 3), frame 0 = rest.
+
+    Options (SI units): frames, fps, gravity, drag, stiffness, density, damping, poisson, thickness, material,
+    pins (vertex indices or a boolean mask), initial_velocity, angular_velocity, ground, weights (path to a
+    .safetensors file; default the shipped model), method (torchdiffeq solver), progress(fraction, message),
+    should_cancel() -> bool. See :func:`model_runtime.simulator.simulate`.
+    """
+    from .simulator import simulate as _simulate
+
+    return _simulate(vertices, faces, **options)

@@ -1,0 +1,120 @@
+"""Command line: ``python -m model_runtime <command>``.
+
+``simulate`` (learned model) and ``reference`` (ground-truth physics) take the same mesh and physical options
+and write the same ``.npz`` (``positions`` float32 of shape (frames+1, V, 3) and ``fps``), so they compare directly.
+Heavy modules are imported inside each command so ``--help`` stays instant.
+"""
+
+import argparse
+import sys
+
+import numpy as np
+
+from .errors import MeshError, ParameterError, WeightsError
+from .materials import MATERIALS
+from .mesh import read_obj
+from .params import SimParams, make_params
+from .progress import ProgressBar
+
+
+def add_physics_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("mesh", help="triangle mesh (.obj), coordinates in metres")
+    p.add_argument("--out", required=True, help="output .npz with positions (frames+1, V, 3) and fps")
+    p.add_argument("--frames", type=int, default=48, help="frames to simulate after the rest frame 0")
+    p.add_argument("--fps", type=float, default=24.0, help="frames per second")
+    p.add_argument("--gravity", type=float, nargs=3, default=(0.0, 0.0, -9.81), metavar=("GX", "GY", "GZ"),
+                   help="gravity vector, m/s^2")
+    p.add_argument("--drag", type=float, default=0.0, help="air drag c, 1/s (force -c m v)")
+    p.add_argument("--stiffness", type=float, help="Young's modulus, Pa (default: from --material)")
+    p.add_argument("--density", type=float, help="density, kg/m^3 (default: from --material)")
+    p.add_argument("--damping", type=float, help="internal damping, s (default: from --material)")
+    p.add_argument("--poisson", type=float, help="Poisson ratio (default: from --material)")
+    p.add_argument("--thickness", type=float, help="shell thickness of open surfaces, m (default: from --material)")
+    p.add_argument("--material", choices=sorted(MATERIALS), default=None, help="material preset")
+    p.add_argument("--pin-file", help="text file with one pinned vertex index per line")
+    p.add_argument("--initial-velocity", type=float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("VX", "VY", "VZ"),
+                   help="initial linear velocity, m/s")
+    p.add_argument("--angular-velocity", type=float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("WX", "WY", "WZ"),
+                   help="initial angular velocity about the centroid, rad/s")
+    p.add_argument("--ground-z", type=float, default=None, help="height of a ground plane, m (default: none)")
+
+
+def params_from_args(args: argparse.Namespace, num_vertices: int) -> SimParams:
+    pins = np.loadtxt(args.pin_file, dtype=np.int64, ndmin=1) if args.pin_file else None
+    return make_params(frames=args.frames, fps=args.fps, gravity=args.gravity, drag=args.drag,
+                       stiffness=args.stiffness, density=args.density, damping=args.damping, poisson=args.poisson,
+                       thickness=args.thickness, material=args.material, initial_velocity=args.initial_velocity,
+                       angular_velocity=args.angular_velocity, ground=args.ground_z, pins=pins,
+                       num_vertices=num_vertices)
+
+
+def _run_physics(args: argparse.Namespace, engine: str) -> int:
+    mesh = read_obj(args.mesh)
+    params = params_from_args(args, len(mesh.vertices))
+    bar = ProgressBar(engine)
+    if engine == "simulate":
+        from .simulator import simulate_params
+        positions = simulate_params(mesh.vertices, mesh.faces, params, progress=bar.update)
+    else:
+        from .data.reference import simulate_reference
+        positions = simulate_reference(mesh.vertices, mesh.faces, params, progress=bar.update)
+    bar.close()
+    np.savez(args.out, positions=np.asarray(positions, np.float32), fps=np.float32(params.fps))
+    print(f"wrote {args.out}: {positions.shape[0]} frames x {positions.shape[1]} vertices")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m model_runtime", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    add_physics_arguments(sub.add_parser("simulate", help="animate a mesh with the learned NeuROK model"))
+    add_physics_arguments(sub.add_parser("reference", help="animate a mesh with the reference physics simulator"))
+
+    data = sub.add_parser("data", help="make and inspect the training dataset").add_subparsers(dest="data_command",
+                                                                                               required=True)
+    g = data.add_parser("generate", help="simulate a dataset of 4D sequences (resumable)")
+    g.add_argument("--out", required=True)
+    g.add_argument("--count", type=int, required=True)
+    g.add_argument("--workers", type=int, default=1)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--config", help="JSON file overriding the generator's settings (e.g. a tiny test config)")
+    pv = data.add_parser("preview", help="draw a few frames of a sequence to a PNG")
+    pv.add_argument("sequence")
+    pv.add_argument("--out", required=True)
+    st = data.add_parser("stats", help="summarize a generated dataset")
+    st.add_argument("root")
+    data.add_parser("validate", help="check the reference simulator against closed-form mechanics")
+
+    t = sub.add_parser("train", help="train the NeuROK model")
+    t.add_argument("--config", required=True, help="JSON training config")
+    t.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
+
+    e = sub.add_parser("evaluate", help="measure a trained model against the reference simulator")
+    e.add_argument("--weights", default=None, help="weights (.safetensors); default: the shipped model")
+    e.add_argument("--data", help="dataset root (uses its test split)")
+    e.add_argument("--meshes", help="folder of .obj meshes to run through the reference and the model")
+    e.add_argument("--out", required=True, help="report folder (JSON, Markdown, plots)")
+    e.add_argument("--limit", type=int, default=None, help="at most this many sequences/meshes")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command in ("simulate", "reference"):
+            return _run_physics(args, args.command)
+        if args.command == "data":
+            from .data import commands
+            return commands.run(args)
+        if args.command == "train":
+            from .train import train
+            train(args.config, resume=args.resume)
+            return 0
+        if args.command == "evaluate":
+            from .evaluate import run_cli
+            return run_cli(args)
+    except (MeshError, ParameterError, WeightsError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 1

@@ -1,0 +1,101 @@
+"""Triangle meshes: OBJ reading/writing, validation, and the geometric measures both simulators need."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import MeshError
+
+MAX_VERTICES = 1_000_000
+
+
+
+@dataclass
+class Mesh:
+    vertices: np.ndarray  # (V, 3) float64, metres
+    faces: np.ndarray  # (F, 3) int64, triangles
+
+    @property
+    def diagonal(self) -> float:
+        return float(np.linalg.norm(self.vertices.max(0) - self.vertices.min(0)))
+
+
+def read_obj(path: str) -> Mesh:
+    """Read vertices and faces (polygons fan-triangulated) from a Wavefront OBJ file."""
+    vs, fs = [], []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("v "):
+                vs.append([float(x) for x in line.split()[1:4]])
+            elif line.startswith("f "):
+                idx = [int(t.split("/")[0]) for t in line.split()[1:]]
+                idx = [i - 1 if i > 0 else len(vs) + i for i in idx]
+                fs += [[idx[0], idx[k], idx[k + 1]] for k in range(1, len(idx) - 1)]
+    return Mesh(np.array(vs, np.float64).reshape(-1, 3), np.array(fs, np.int64).reshape(-1, 3))
+
+
+def write_obj(path: str, vertices: np.ndarray, faces: np.ndarray) -> None:
+    with open(path, "w", encoding="utf-8") as out:
+        out.writelines("v %.9g %.9g %.9g\n" % tuple(p) for p in vertices)
+        out.writelines("f %d %d %d\n" % tuple(t + 1) for t in faces)
+
+
+def validate(vertices, faces) -> Mesh:
+    """Return a clean Mesh or raise MeshError explaining what is wrong with the input."""
+    v = np.asarray(vertices, dtype=np.float64)
+    f = np.asarray(faces)
+    if v.ndim != 2 or v.shape[-1] != 3:
+        raise MeshError(f"vertices must have shape (V, 3), got {v.shape}")
+    if len(v) == 0:
+        raise MeshError("the mesh has no vertices")
+    if len(v) > MAX_VERTICES:
+        raise MeshError(f"the mesh has {len(v):,} vertices; NeuROK handles at most {MAX_VERTICES:,}. "
+                        "Decimate it or simulate a proxy and bind it with a Surface Deform modifier")
+    if not np.isfinite(v).all():
+        raise MeshError(f"{int((~np.isfinite(v).all(1)).sum())} vertices have NaN or infinite coordinates")
+    if f.size == 0:
+        raise MeshError("the mesh has no faces; NeuROK simulates surfaces "
+                        "(loose vertices and edges alone carry no mass)")
+    if f.ndim != 2 or f.shape[-1] != 3 or not np.issubdtype(f.dtype, np.integer):
+        raise MeshError(f"faces must be integer triangles of shape (F, 3), got {f.shape} {f.dtype}")
+    f = f.astype(np.int64)
+    if f.min() < 0 or f.max() >= len(v):
+        raise MeshError("faces refer to vertices that do not exist")
+    mesh = Mesh(v, f)
+    if total_area(mesh) <= 1e-12 * max(mesh.diagonal, 1e-30) ** 2 or mesh.diagonal < 1e-6:
+        raise MeshError("the mesh has no area (all faces degenerate or the object is smaller than a micrometre)")
+    return mesh
+
+
+def face_areas(mesh: Mesh) -> np.ndarray:
+    a, b, c = (mesh.vertices[mesh.faces[:, k]] for k in range(3))
+    return 0.5 * np.linalg.norm(np.cross(b - a, c - a), axis=1)
+
+
+def total_area(mesh: Mesh) -> float:
+    return float(face_areas(mesh).sum())
+
+
+def is_closed(mesh: Mesh) -> bool:
+    """True when every edge is shared by exactly two faces (a watertight, edge-manifold surface)."""
+    f = mesh.faces
+    edges = np.sort(np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]]), axis=1)
+    _, counts = np.unique(edges, axis=0, return_counts=True)
+    return bool(len(counts)) and bool(np.all(counts == 2))
+
+
+def enclosed_volume(mesh: Mesh) -> float:
+    """Signed-volume sum (divergence theorem); meaningful only for closed meshes."""
+    a, b, c = (mesh.vertices[mesh.faces[:, k]] for k in range(3))
+    return float(abs(np.einsum("ij,ij->i", a, np.cross(b, c)).sum()) / 6.0)
+
+
+def sample_surface(mesh: Mesh, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Area-uniform surface samples: positions (n, 3), their face index (n,) and barycentrics (n, 3)."""
+    areas = face_areas(mesh)
+    face = rng.choice(len(areas), size=n, p=areas / areas.sum())
+    r1, r2 = rng.random(n), rng.random(n)
+    s = np.sqrt(r1)
+    bary = np.stack([1 - s, s * (1 - r2), s * r2], axis=1)
+    tri = mesh.vertices[mesh.faces[face]]
+    return np.einsum("nk,nkd->nd", bary, tri), face, bary

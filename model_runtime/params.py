@@ -1,0 +1,144 @@
+"""Physical parameters shared by the learned simulator and the reference simulator.
+
+``simulate`` and ``reference`` take the same options in the same units, so both can be run on one mesh and
+compared: seconds, metres, pascals, kg/m^3, m/s^2 and 1/s.
+"""
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .errors import ParameterError
+from .materials import DEFAULT_MATERIAL, MATERIALS
+
+MAX_FRAMES = 10_000
+MAX_GRAVITY = 1_000.0  # m/s^2, ~100 g: beyond that no preset material stays meaningful
+
+
+
+@dataclass
+class SimParams:
+    """Resolved, validated physical options for one simulation."""
+
+    frames: int = 48
+    fps: float = 24.0
+    gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)
+    drag: float = 0.0  # air drag c in 1/s: force -c * m * v on every mass
+    stiffness: float = MATERIALS[DEFAULT_MATERIAL].stiffness
+    density: float = MATERIALS[DEFAULT_MATERIAL].density
+    damping: float = MATERIALS[DEFAULT_MATERIAL].damping
+    poisson: float = MATERIALS[DEFAULT_MATERIAL].poisson
+    thickness: float = MATERIALS[DEFAULT_MATERIAL].thickness
+    material: str = DEFAULT_MATERIAL
+    initial_velocity: tuple[float, float, float] = (0.0, 0.0, 0.0)  # m/s
+    angular_velocity: tuple[float, float, float] = (0.0, 0.0, 0.0)  # rad/s about the centroid
+    ground: float | None = None  # height of a ground plane z = ground, m
+    pins: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["pins"] = [int(i) for i in self.pins]
+        return d
+
+
+def make_params(
+    *,
+    frames: int = 48,
+    fps: float = 24.0,
+    gravity=(0.0, 0.0, -9.81),
+    drag: float = 0.0,
+    stiffness: float | None = None,
+    density: float | None = None,
+    damping: float | None = None,
+    poisson: float | None = None,
+    thickness: float | None = None,
+    material: str | None = None,
+    initial_velocity=(0.0, 0.0, 0.0),
+    angular_velocity=(0.0, 0.0, 0.0),
+    ground: float | None = None,
+    pins=None,
+    num_vertices: int | None = None,
+) -> SimParams:
+    """Fill unset values from the material preset and reject anything physically meaningless."""
+    name = material or DEFAULT_MATERIAL
+    if name not in MATERIALS:
+        raise ParameterError(f"unknown material {name!r}; choose one of {', '.join(MATERIALS)}")
+    preset = MATERIALS[name]
+
+    def pick(value, default):
+        return float(default if value is None else value)
+
+    p = SimParams(
+        frames=int(frames),
+        fps=float(fps),
+        gravity=_vec3("gravity", gravity),
+        drag=float(drag),
+        stiffness=pick(stiffness, preset.stiffness),
+        density=pick(density, preset.density),
+        damping=pick(damping, preset.damping),
+        poisson=pick(poisson, preset.poisson),
+        thickness=pick(thickness, preset.thickness),
+        material=name,
+        initial_velocity=_vec3("initial_velocity", initial_velocity),
+        angular_velocity=_vec3("angular_velocity", angular_velocity),
+        ground=None if ground is None else float(ground),
+        pins=_pins(pins, num_vertices),
+    )
+    _check(p)
+    return p
+
+
+def _vec3(name: str, value) -> tuple[float, float, float]:
+    v = np.asarray(value, dtype=float).reshape(-1)
+    if v.shape != (3,) or not np.isfinite(v).all():
+        raise ParameterError(f"{name} must be three finite numbers, got {value!r}")
+    return (float(v[0]), float(v[1]), float(v[2]))
+
+
+def _pins(pins, num_vertices: int | None) -> np.ndarray:
+    if pins is None:
+        return np.zeros(0, np.int64)
+    idx = np.asarray(pins).reshape(-1)
+    if idx.dtype == bool:
+        if num_vertices is not None and len(idx) != num_vertices:
+            raise ParameterError(f"pin mask has {len(idx)} entries for {num_vertices} vertices")
+        idx = np.nonzero(idx)[0]
+    if idx.size and not np.issubdtype(idx.dtype, np.integer):
+        if not np.all(np.isfinite(idx)) or np.any(idx != np.round(idx)):
+            raise ParameterError("pins must be vertex indices (integers)")
+    idx = np.unique(idx.astype(np.int64))
+    if idx.size and (idx[0] < 0 or (num_vertices is not None and idx[-1] >= num_vertices)):
+        bad = idx[0] if idx[0] < 0 else idx[-1]
+        raise ParameterError(f"pin index {bad} is out of range 0..{(num_vertices or 0) - 1}")
+    if num_vertices is not None and idx.size >= num_vertices:
+        raise ParameterError("every vertex is pinned: nothing is left free to move")
+    return idx
+
+
+def _check(p: SimParams) -> None:
+    scalars = dict(fps=p.fps, drag=p.drag, stiffness=p.stiffness, density=p.density, damping=p.damping,
+                   poisson=p.poisson, thickness=p.thickness)
+    for name, value in scalars.items():
+        if not math.isfinite(value):
+            raise ParameterError(f"{name} must be a finite number, got {value}")
+    if not 1 <= p.frames <= MAX_FRAMES:
+        raise ParameterError(f"frames must be between 1 and {MAX_FRAMES}, got {p.frames}")
+    if not 1.0 <= p.fps <= 1000.0:
+        raise ParameterError(f"fps must be between 1 and 1000, got {p.fps}")
+    if np.linalg.norm(p.gravity) > MAX_GRAVITY:
+        raise ParameterError(f"gravity magnitude {np.linalg.norm(p.gravity):.1f} m/s^2 exceeds {MAX_GRAVITY:.0f}")
+    if p.drag < 0 or p.drag > 1000:
+        raise ParameterError(f"drag must be between 0 and 1000 1/s, got {p.drag}")
+    if not 1.0 <= p.stiffness <= 1e11:
+        raise ParameterError(f"stiffness (Young's modulus) must be between 1 Pa and 100 GPa, got {p.stiffness}")
+    if not 1.0 <= p.density <= 25_000:
+        raise ParameterError(f"density must be between 1 and 25000 kg/m^3, got {p.density}")
+    if not 0.0 <= p.damping <= 10.0:
+        raise ParameterError(f"damping must be between 0 and 10 s, got {p.damping}")
+    if not 0.0 <= p.poisson < 0.5:
+        raise ParameterError(f"poisson ratio must be in [0, 0.5), got {p.poisson}")
+    if not 1e-5 <= p.thickness <= 1.0:
+        raise ParameterError(f"thickness must be between 1e-5 and 1 m, got {p.thickness}")
+    if p.ground is not None and not math.isfinite(p.ground):
+        raise ParameterError("ground height must be finite")
