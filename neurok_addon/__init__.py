@@ -1,0 +1,20 @@
+"""NeuROK add-on: the bpy side of the extension (settings, sidebar panels, operators, runtime worker client).
+
+All bpy code lives here; the simulation runs in a separate worker process (see :mod:`.client`), because Blender's
+Python has no torch.
+"""
+
+from . import client, operators, panels, preferences, properties
+
+_MODULES = (properties, preferences, operators, panels)
+
+
+def register() -> None:
+    for module in _MODULES:
+        module.register()
+
+
+def unregister() -> None:
+    client.shutdown()  # a worker left running would hold its model in memory until Blender quits
+    for module in reversed(_MODULES):
+        module.unregister()

@@ -1,0 +1,75 @@
+"""What Simulate sends: the object's evaluated mesh in world space, its triangles and its pinned vertices."""
+
+from dataclasses import dataclass
+
+import bpy
+import numpy as np
+
+from .shape_keys import neurok_key_blocks
+
+
+class InputError(Exception):
+    """The object or its settings cannot be simulated as they are; the message says what to change."""
+
+
+@dataclass
+class ExportedMesh:
+    local: np.ndarray  # (V, 3) float64, evaluated rest positions in object space
+    world: np.ndarray  # (V, 3) float64, the same in world space (scene units)
+    faces: np.ndarray  # (F, 3) int32 triangles
+    pins: np.ndarray  # (P,) int32 vertex indices
+    matrix_world: np.ndarray  # (4, 4)
+
+
+def export(obj: bpy.types.Object, context: bpy.types.Context, pin_group: str) -> ExportedMesh:
+    """Evaluate ``obj`` as the viewport shows it, without any previous NeuROK result mixed in."""
+    # Previous NeuROK keys are muted only while the rest shape is evaluated: it must not include the old motion,
+    # and the scene must stay untouched if the new simulation is cancelled.
+    previous = [kb for kb in neurok_key_blocks(obj) if not kb.mute]
+    for kb in previous:
+        kb.mute = True
+    try:
+        obj_eval = obj.evaluated_get(context.evaluated_depsgraph_get())
+        mesh = obj_eval.to_mesh()
+        try:
+            local, faces = _geometry(mesh)
+        finally:
+            obj_eval.to_mesh_clear()
+    finally:
+        for kb in previous:
+            kb.mute = False
+    if len(local) != len(obj.data.vertices):
+        raise InputError(f"the modifiers change the vertex count ({len(obj.data.vertices)} -> {len(local)}); "
+                          "shape keys need the original vertices: apply or disable those modifiers")
+    if len(faces) == 0:
+        raise InputError("the mesh has no faces to simulate")
+    matrix = np.array(obj.matrix_world, dtype=np.float64)
+    world = local @ matrix[:3, :3].T + matrix[:3, 3]
+    return ExportedMesh(local, world, faces, pinned_vertices(obj, pin_group), matrix)
+
+
+def _geometry(mesh: bpy.types.Mesh) -> tuple[np.ndarray, np.ndarray]:
+    co = np.empty(len(mesh.vertices) * 3, np.float32)
+    mesh.vertices.foreach_get("co", co)
+    mesh.calc_loop_triangles()
+    tris = np.empty(len(mesh.loop_triangles) * 3, np.int32)
+    mesh.loop_triangles.foreach_get("vertices", tris)
+    return co.reshape(-1, 3).astype(np.float64), tris.reshape(-1, 3)
+
+
+def pinned_vertices(obj: bpy.types.Object, group_name: str) -> np.ndarray:
+    """Indices of the vertices whose weight in ``group_name`` is above 0.5 (none when no group is set)."""
+    if not group_name:
+        return np.zeros(0, np.int32)
+    group = obj.vertex_groups.get(group_name)
+    if group is None:
+        raise InputError(f"the pin group {group_name!r} does not exist on {obj.name!r}")
+    index = group.index
+    return np.array([v.index for v in obj.data.vertices for g in v.groups if g.group == index and g.weight > 0.5],
+                    np.int32)
+
+
+def non_uniform_scale(obj: bpy.types.Object) -> tuple[float, float, float] | None:
+    """The world scale when it differs between axes by more than 0.1 %, else None."""
+    scale = tuple(abs(s) for s in obj.matrix_world.to_scale())
+    return scale if max(scale) - min(scale) > 1e-3 * max(scale) else None

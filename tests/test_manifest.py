@@ -1,0 +1,51 @@
+"""The extension manifest and package: Blender's own validation and build, plus the fields the issues require."""
+
+import re
+import tomllib
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MANIFEST = tomllib.loads((ROOT / "blender_manifest.toml").read_text(encoding="utf-8"))
+
+
+def test_blender_validates_the_manifest(blender_ext):
+    proc = blender_ext("validate", str(ROOT))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Success" in proc.stdout
+
+
+def test_manifest_fields():
+    assert MANIFEST["schema_version"] == "1.0.0"
+    assert MANIFEST["id"] == "neurok"
+    assert MANIFEST["type"] == "add-on"
+    assert MANIFEST["license"] == ["SPDX:GPL-3.0-or-later"]
+    assert MANIFEST["blender_version_min"] == "4.2.0"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", MANIFEST["version"])
+    assert MANIFEST["tagline"] and not MANIFEST["tagline"].endswith((".", "!", "?"))
+    assert MANIFEST["maintainer"]
+
+
+def test_permissions_have_reasons():
+    permissions = MANIFEST["permissions"]
+    assert set(permissions) == {"files", "network"}  # the worker and caches; the runtime download
+    for reason in permissions.values():
+        assert isinstance(reason, str) and 0 < len(reason) <= 64 and not reason.endswith(".")
+
+
+def test_built_zip_contents(extension_zip):
+    names = zipfile.ZipFile(extension_zip).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert {"blender_manifest.toml", "__init__.py", "neurok_addon", "model_runtime", "assets"} <= tops
+    assert "neurok_addon/runtime-requirements.txt" in names
+    assert "model_runtime/worker.py" in names and "model_runtime/protocol.py" in names
+    assert not tops & {"tests", ".ci", "data", ".git", ".venv", "scripts", "runs", "out"}
+    assert not any("__pycache__" in n for n in names)
+
+
+def test_runtime_requirements_match_pyproject():
+    """The "Set up runtime" button installs exactly the runtime's declared dependencies."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    lines = (ROOT / "neurok_addon" / "runtime-requirements.txt").read_text(encoding="utf-8").splitlines()
+    requirements = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    assert requirements == pyproject["project"]["dependencies"]
