@@ -92,7 +92,7 @@ def read_message(stream: BinaryIO, max_payload: int = MAX_PAYLOAD_BYTES) -> Mess
             raise ProtocolError(f"header longer than {MAX_HEADER_BYTES} bytes")
         raise ProtocolError("stream ended inside a header")
     try:
-        header = json.loads(line)
+        header = json.loads(line, parse_constant=_reject_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"header is not JSON: {line[:80]!r}") from exc
     specs = _check_header(header)
@@ -107,6 +107,10 @@ def read_message(stream: BinaryIO, max_payload: int = MAX_PAYLOAD_BYTES) -> Mess
         offset += size
     fields = {k: v for k, v in header.items() if k not in ("neurok", "type", "arrays")}
     return Message(header["type"], fields, arrays)
+
+
+def _reject_constant(name: str):
+    raise json.JSONDecodeError(f"{name} is not JSON", name, 0)
 
 
 def _check_header(header) -> list[tuple[str, str, tuple[int, ...]]]:

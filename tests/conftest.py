@@ -6,6 +6,7 @@ fresh factory scene (which disables extensions, so the add-on is enabled again e
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,6 +21,10 @@ ADDON_MODULE = "bl_ext.user_default.neurok"
 # Blender reads its user directory when bpy is first imported, so this must happen before any test imports bpy.
 _USER_RESOURCES = tempfile.mkdtemp(prefix="neurok-blender-user-")
 os.environ["BLENDER_USER_RESOURCES"] = _USER_RESOURCES
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_USER_RESOURCES, ignore_errors=True)
 
 
 def _run_blender_ext(*args: str) -> subprocess.CompletedProcess:
