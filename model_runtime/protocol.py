@@ -68,7 +68,7 @@ def encode(type_: str, arrays: dict[str, np.ndarray] | None = None, **fields) ->
             raise ProtocolError(f"array {name!r} has unsupported dtype {a.dtype}")
         a = np.ascontiguousarray(a, dtype=DTYPES[kind])
         specs.append({"name": name, "dtype": kind, "shape": list(a.shape)})
-        buffers.append(memoryview(a).cast("B"))
+        buffers.append(memoryview(a.reshape(-1).view(np.uint8)))
     header = json.dumps({"neurok": VERSION, "type": type_, **fields, "arrays": specs}, separators=(",", ":"),
                         allow_nan=False).encode("utf-8") + b"\n"
     if len(header) > MAX_HEADER_BYTES:

@@ -109,3 +109,8 @@ def test_only_numeric_arrays_and_finite_json_are_sent():
         protocol.encode("x", value=float("nan"))  # JSON has no NaN
     with pytest.raises(protocol.ProtocolError, match="not JSON"):
         protocol.read_message(raw(b'{"neurok": 1, "type": "x", "value": NaN}\n'))
+
+
+def test_empty_arrays_roundtrip():
+    msg, _ = roundtrip("x", {"faces": np.zeros((0, 3), np.int32), "pins": []})
+    assert msg.arrays["faces"].shape == (0, 3) and msg.arrays["pins"].shape == (0,)
