@@ -175,7 +175,7 @@ class NEUROK_OT_simulate(bpy.types.Operator):
         return {"RUNNING_MODAL"}
 
     def modal(self, context, event):
-        if event.type == "ESC":
+        if event.type == "ESC" and event.value == "PRESS":
             self._run.cancel()
             self._end(context)
             self.report({"INFO"}, "NeuROK simulation cancelled; nothing was changed")

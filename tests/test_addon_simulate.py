@@ -104,6 +104,23 @@ def test_closed_mesh_through_the_operator(cube):
     scene.frame_set(END)
     assert np.isfinite(evaluated_world(cube)).all()
     np.testing.assert_array_equal(rest_coordinates(cube), before)  # the mesh itself is never edited
+    # Re-simulating on a deformed frame starts again from the rest shape, not from the old motion.
+    assert bpy.ops.neurok.simulate() == {"FINISHED"}
+    scene.frame_set(START)
+    np.testing.assert_allclose(evaluated_world(cube), before, atol=1e-6)
+
+
+def test_active_user_shape_keys_are_not_counted_twice(addon, cube):
+    import bpy
+
+    cube.shape_key_add(name="Basis")
+    bulge = cube.shape_key_add(name="Bulge")
+    bulge.data[0].co.z += 0.1
+    bulge.value = 1.0  # part of the shape the artist sees, so part of the simulated rest shape
+    positions = simulate_through_run(addon, cube)
+    for f in (START, END):
+        bpy.context.scene.frame_set(f)
+        np.testing.assert_allclose(evaluated_world(cube), positions[f - START], atol=2e-5)
 
 
 def test_resimulate_replaces_keys_and_keeps_the_users_own(cube):
