@@ -1,0 +1,33 @@
+"""``python -m model_runtime data ...``: generate, preview, stats (validate is not implemented yet)."""
+
+import json
+import sys
+
+
+def run(args) -> int:
+    if args.data_command == "generate":
+        from .generate import generate
+        from .stats import format_stats
+
+        config = None
+        if args.config:
+            with open(args.config, encoding="utf-8") as f:
+                config = json.load(f)
+        stats = generate(args.out, args.count, workers=args.workers, seed=args.seed, config=config)
+        print(format_stats(stats))
+        return 0
+    if args.data_command == "preview":
+        from .preview import preview
+
+        preview(args.sequence, args.out)
+        print(f"wrote {args.out}")
+        return 0
+    if args.data_command == "stats":
+        from .stats import dataset_stats, format_stats
+
+        print(format_stats(dataset_stats(args.root)))
+        return 0
+    if args.data_command == "validate":
+        print("data validate is not implemented yet (issue 8): no checks were run", file=sys.stderr)
+        return 1
+    return 1

@@ -1,0 +1,204 @@
+"""Scene families and their randomized, physically meaningful parameters (all SI units).
+
+Families: ``cloth`` (sheets pinned along an edge or at two corners; one-corner and
+dropped-on-the-ground set-ups exist but are off in v1, see CLOTH_MODES),
+``cutout`` (flat real outlines, woody, re-gridded, hanging from an edge), ``soft`` (boxes, ellipsoids
+and bumped blobs as tetrahedral solids: pinned at their base, or thrown and spinning) and
+``beam`` (box cantilevers clamped at one end, L/a 5-20). A scene is a pure function of (seed, index, config).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..params import SimParams, make_params
+from . import shapes
+
+DEFAULT_CONFIG = {
+    "frames": 48,
+    "fps": 24.0,
+    "family_weights": {"cloth": 0.3, "cutout": 0.1, "soft": 0.35, "beam": 0.25},
+    "resolution_scale": 1.0,  # multiplies vertex counts (tests use tiny meshes)
+    "stiffness_scale": 1.0,  # multiplies every sampled Young's modulus (tests force blow-ups with tiny values)
+    "max_edge_stretch": 3.0,  # reject a sequence when any edge grows beyond this factor of its rest length
+}
+CUTOUT_MESHES = ("woody",)  # alligator's thin legs and tail tore (stretch > 3x) at the dataset's solver settings
+# Set-ups and their odds. Ground contact (Newton's collision pipeline) made a sequence 10-20x slower on this CPU
+# and one-corner pins (a point load) stretched the unconverged cloth beyond the rejection bound, so the v1 dataset
+# leaves both out; the reference simulator supports ground planes all the same.
+CLOTH_MODES = {"edge": 0.6, "two_corners": 0.4, "one_corner": 0.0, "ground": 0.0}
+SOFT_MODES = {"base": 0.6, "ground": 0.0, "free": 0.4}
+
+
+@dataclass
+class Scene:
+    vertices: np.ndarray
+    faces: np.ndarray
+    params: SimParams
+    family: str
+    shape_id: str
+    variant: str  # pin pattern / set-up, for the statistics
+
+
+def sample_scene(seed: int, index: int, config: dict | None = None) -> Scene:
+    """Sequence ``index`` of the dataset with master ``seed``: its own RNG stream, independent of every other."""
+    cfg = {**DEFAULT_CONFIG, **(config or {})}
+    rng = np.random.default_rng([seed, index])
+    names = list(cfg["family_weights"])
+    w = np.array([cfg["family_weights"][k] for k in names], float)
+    family = names[rng.choice(len(names), p=w / w.sum())]
+    res = float(cfg["resolution_scale"])
+    shape_id = f"{family}-{seed}-{index}"
+    if family == "cloth":
+        v, f, pins, ground, variant = _cloth(rng, res)
+        mat = _cloth_material(rng)
+    elif family == "cutout":
+        name = CUTOUT_MESHES[rng.integers(len(CUTOUT_MESHES))]
+        shape_id = f"real-{name}"  # one real outline is one shape: it must stay in one split
+        v, f = shapes.flat_cutout(name, max(30, int(400 * res)))
+        v *= rng.uniform(0.4, 1.5)
+        pins = _edge_pins(v, rng.integers(4), 0.04)
+        ground, variant = None, f"{name}-edge"
+        mat = _cloth_material(rng)
+    elif family == "soft":
+        v, f, pins, ground, variant = _soft(rng, res)
+        mat = {"stiffness": _log_uniform(rng, 3e5, 3e6), "density": rng.uniform(500, 1500),
+               "poisson": rng.uniform(0.25, 0.45), "damping": _log_uniform(rng, 1e-3, 2e-2), "thickness": 1e-3}
+    else:
+        v, f, pins, mat = _beam(rng, res)
+        ground, variant = None, "cantilever"
+    gravity = _gravity(rng)
+    if ground is None:
+        rot = _random_rotation(rng)  # no ground: the whole scene may face any way, gravity turns with it
+        v, gravity = v @ rot.T, rot @ gravity
+    else:
+        ground = float(v[:, 2].min() - ground)  # ground planes stay horizontal: only tilt gravity a little
+    mat["stiffness"] *= float(cfg["stiffness_scale"])
+    speed = rng.uniform(0, 1.5) if rng.random() < 0.5 else 0.0
+    spin = rng.uniform(0, 3.0) if rng.random() < 0.4 else 0.0
+    params = make_params(
+        frames=int(cfg["frames"]), fps=float(cfg["fps"]), gravity=gravity,
+        drag=0.0 if rng.random() < 0.3 else rng.uniform(0.0, 2.0),
+        initial_velocity=speed * _unit(rng), angular_velocity=spin * _unit(rng),
+        ground=ground, pins=pins, num_vertices=len(v), material=_material_name(family), **mat)
+    return Scene(v, f, params, family, shape_id, variant)
+
+
+def _log_uniform(rng, lo, hi) -> float:
+    return float(np.exp(rng.uniform(np.log(lo), np.log(hi))))
+
+
+def _unit(rng) -> np.ndarray:
+    d = rng.normal(size=3)
+    return d / np.linalg.norm(d)
+
+
+def _random_rotation(rng) -> np.ndarray:
+    q = rng.normal(size=4)
+    w, x, y, z = q / np.linalg.norm(q)
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+
+def _gravity(rng) -> np.ndarray:
+    """Mostly straight down; a third of the time tilted up to 40 degrees; 5-20 m/s^2."""
+    g = np.array([0.0, 0.0, -1.0])
+    if rng.random() < 0.35:
+        tilt, azimuth = np.radians(rng.uniform(5, 40)), rng.uniform(0, 2 * np.pi)
+        g = np.array([np.sin(tilt) * np.cos(azimuth), np.sin(tilt) * np.sin(azimuth), -np.cos(tilt)])
+    return g * rng.uniform(5.0, 20.0)
+
+
+def _material_name(family: str) -> str:
+    return {"cloth": "cloth", "cutout": "cloth", "soft": "jelly", "beam": "elastic_beam"}[family]
+
+
+def _cloth_material(rng) -> dict:
+    return {"stiffness": _log_uniform(rng, 1e6, 5e7), "density": rng.uniform(100, 600),
+            "poisson": rng.uniform(0.2, 0.4), "damping": _log_uniform(rng, 1e-3, 1e-2),
+            "thickness": _log_uniform(rng, 3e-4, 2e-3)}
+
+
+def _edge_pins(v: np.ndarray, side: int, band: float) -> np.ndarray:
+    """Vertices within ``band`` (fraction of the extent) of one side (0..3: -x, +x, -y, +y) of a flat shape."""
+    axis, sign = divmod(int(side), 2)
+    c = v[:, axis] * (1 if sign else -1)
+    return np.nonzero(c >= c.max() - band * (c.max() - c.min()) - 1e-9)[0]
+
+
+def _cloth(rng, res: float):
+    w, h = rng.uniform(0.3, 2.0), rng.uniform(0.3, 2.0)
+    n = max(4, int(np.sqrt(rng.uniform(150, 600) * res)))
+    nx = max(3, int(round(n * np.sqrt(w / h))))
+    ny = max(3, int(round(n * np.sqrt(h / w))))
+    v, f = shapes.grid_sheet(nx, ny, w, h)
+    mode = rng.choice(list(CLOTH_MODES), p=list(CLOTH_MODES.values()))
+    corners = [0, ny, nx * (ny + 1), nx * (ny + 1) + ny]
+    ground = None
+    if mode == "edge":
+        pins = _edge_pins(v, rng.integers(4), 1e-6)
+    elif mode == "two_corners":
+        k = rng.integers(4)
+        # a small patch at each corner: a single pinned vertex is a point load the solver tears at
+        ends = v[[corners[k], corners[(k + 1) % 4 if k % 2 == 0 else (k + 2) % 4]]]
+        cell = 1.6 * max(w / nx, h / ny)
+        pins = np.nonzero((np.linalg.norm(v[:, None] - ends[None], axis=-1) <= cell).any(1))[0]
+    elif mode == "one_corner":
+        pins = np.array([corners[rng.integers(4)]])
+    else:
+        pins = np.zeros(0, np.int64)
+        v = v @ _tilt(rng, 30).T
+        ground = rng.uniform(0.05, 0.5)  # drop height below the lowest vertex
+    return v, f, pins, ground, str(mode)
+
+
+def _tilt(rng, max_deg: float) -> np.ndarray:
+    a = np.radians(rng.uniform(-max_deg, max_deg))
+    c, s = np.cos(a), np.sin(a)
+    return np.array([[1, 0, 0], [0, c, -s], [0, s, c]])
+
+
+def _soft(rng, res: float):
+    kind = rng.choice(["box", "ellipsoid", "blob"])
+    size = rng.uniform(0.1, 0.5)
+    if kind == "box":
+        dims = size * rng.uniform(0.4, 1.0, size=3)
+        cell = (np.prod(dims) ** (1 / 3)) / max(2.0, 5.0 * np.sqrt(res) * rng.uniform(0.8, 1.3))
+        counts = tuple(int(max(2, round(d / cell))) for d in dims)
+        v, f = shapes.box_surface(counts, dims)
+    else:
+        sub = 3 if res >= 0.5 and (kind == "blob" or rng.random() < 0.5) else 2
+        if kind == "ellipsoid":
+            v, f = shapes.icosphere(sub)
+        else:
+            v, f = shapes.bumped_sphere(sub, rng)
+        v = v * (size / 2 * rng.uniform(0.5, 1.0, size=3))
+    v = v @ _random_rotation(rng).T
+    mode = rng.choice(list(SOFT_MODES), p=list(SOFT_MODES.values()))
+    ground = None
+    pins = np.zeros(0, np.int64)
+    if mode == "base":
+        z = v[:, 2]
+        pins = np.nonzero(z <= z.min() + rng.uniform(0.15, 0.3) * (z.max() - z.min()))[0]
+    elif mode == "ground":
+        ground = rng.uniform(0.0, 0.3) * size
+    return v, f, pins, ground, f"{kind}-{mode}"
+
+
+def _beam(rng, res: float):
+    """A cantilever: E chosen so the nominal Euler-Bernoulli sag 3 rho g L^4 / (2 E a^2) is 0.5-8% of L (the
+    solver at the dataset's settings comes out softer than that, see newton_engine)."""
+    length = rng.uniform(0.3, 1.5)
+    a = length / rng.uniform(5, 20)
+    b = a * rng.uniform(0.6, 1.0)
+    across = 2 if res < 0.5 else int(rng.integers(2, 4))
+    along = int(np.clip(round(length / a * across * 0.7 * np.sqrt(res)), 4, 40))
+    v, f = shapes.box_surface((along, across, across), (length, a, b))
+    density = rng.uniform(500, 2000)
+    sag = _log_uniform(rng, 0.005, 0.08)
+    stiffness = float(np.clip(3 * density * 9.81 * length**3 / (2 * sag * min(a, b) ** 2), 1e4, 1e10))
+    pins = np.nonzero(v[:, 0] <= v[:, 0].min() + 1e-9)[0]
+    mat = {"stiffness": stiffness, "density": density, "poisson": rng.uniform(0.25, 0.45),
+           "damping": _log_uniform(rng, 1e-3, 1e-2), "thickness": 1e-3}
+    return v, f, pins, mat
