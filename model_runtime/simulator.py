@@ -1,0 +1,355 @@
+"""``simulate``: mesh + physical parameters -> per-frame vertex positions, through the learned latent space.
+
+Pipeline: validate the mesh -> encode it once (shape tokens, decoder basis fields at query points and at every
+vertex; cached per mesh and pin set, so re-simulating after a parameter tweak skips it) -> build the reduced
+Lagrangian body for the parameters -> integrate with torchdiffeq.odeint frame chunk by frame chunk (progress and
+cancel between chunks) -> decode every frame at every vertex with one matrix product per chunk.
+"""
+
+import hashlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torchdiffeq import odeint
+
+from . import mesh as meshlib
+from .dynamics import DTYPE, Body, Dynamics, State, quat_to_matrix, skew
+from .errors import Cancelled, SimulationError
+from .model import NeuROK
+from .params import SimParams, make_params
+from .weights import load_model
+
+ENCODER_POINTS = 2048
+QUERY_POINTS = 512
+VERTEX_CHUNK = 8192
+NEIGHBOURS = 10
+PIN_RADIUS = 0.05  # fraction of the diagonal over which the pin correction fades out
+MAX_SUBSTEPS = 4
+STABLE_STEP = 1.5  # omega * dt kept below this for RK4 (stable up to ~2.8)
+FIXED_STEP_METHODS = {"euler", "midpoint", "rk4", "explicit_adams", "implicit_adams"}
+
+Progress = Callable[[float, str], None]
+
+
+@dataclass
+class Encoding:
+    """What the network says about one mesh with one pin set; independent of the physical parameters."""
+
+    vertices: np.ndarray  # (V, 3) float64 input vertices
+    center: np.ndarray  # bbox centre
+    scale: float  # bbox diagonal
+    queries: np.ndarray  # (N, 3) physical query positions on the surface
+    phi_q: torch.Tensor  # (N, 3, P) normalized basis at queries, pins corrected
+    phi_v: torch.Tensor  # (V, 3, P) normalized basis at vertices, pins corrected
+    code: torch.Tensor
+    springs: tuple[np.ndarray, np.ndarray]
+    pinned: bool
+    closed: bool
+    area: float
+    volume: float
+
+
+@dataclass
+class Plan:
+    """A body ready to integrate, with what decoding needs to reproduce its kinematics at the vertices."""
+
+    body: Body
+    substeps: int  # RK4 steps per frame
+    rigid: torch.Tensor | None  # (6, P) rigid part projected off each basis field (free bodies)
+
+
+class Simulator:
+    """Holds a loaded model and the encoding of the last mesh, so a warm worker re-simulates quickly."""
+
+    def __init__(self, weights: str | None = None):
+        self.model: NeuROK = load_model(weights)
+        self._cache: tuple[str, Encoding] | None = None
+
+    @torch.no_grad()
+    def simulate(self, vertices, faces, params: SimParams, progress: Progress | None = None,
+                 should_cancel: Callable[[], bool] | None = None, method: str = "rk4") -> np.ndarray:
+        mesh = meshlib.validate(vertices, faces)
+        if len(params.pins) and params.pins.max() >= len(mesh.vertices):
+            raise SimulationError("pin indices do not fit this mesh")
+        progress = progress or (lambda fraction, message: None)
+        progress(0.0, "encoding mesh")
+        enc = self.encode(mesh, params.pins)
+        plan = build_body(enc, params, self.model)
+        progress(0.05, "integrating latent dynamics")
+        states = integrate(plan.body, params, plan.substeps, method, progress, should_cancel)
+        progress(0.95, "decoding frames")
+        positions = decode_frames(enc, plan, states)
+        positions[0] = mesh.vertices
+        if not np.isfinite(positions).all():
+            raise SimulationError("the simulation produced non-finite positions; try a stiffer material, a lower "
+                                  "gravity or more drag")
+        progress(1.0, "done")
+        return positions.astype(np.float32)
+
+    @torch.no_grad()
+    def encode(self, mesh: meshlib.Mesh, pins: np.ndarray) -> Encoding:
+        key = hashlib.sha1(mesh.vertices.tobytes() + mesh.faces.tobytes() + pins.tobytes()).hexdigest()
+        if self._cache and self._cache[0] == key:
+            return self._cache[1]
+        enc = encode_mesh(self.model, mesh, pins)
+        self._cache = (key, enc)
+        return enc
+
+
+def encode_mesh(model: NeuROK, mesh: meshlib.Mesh, pins: np.ndarray) -> Encoding:
+    rng = np.random.default_rng(0)  # fixed: the same mesh always gets the same samples
+    lo, hi = mesh.vertices.min(0), mesh.vertices.max(0)
+    center, scale = (lo + hi) / 2, float(np.linalg.norm(hi - lo))
+    pin_mask = np.zeros(len(mesh.vertices), np.float32)
+    pin_mask[pins] = 1.0
+
+    def normalized(x):
+        return torch.as_tensor((x - center) / scale, dtype=torch.float32)[None]
+
+    def surface(n):
+        pts, face, bary = meshlib.sample_surface(mesh, n, rng)
+        flags = (bary * pin_mask[mesh.faces[face]]).sum(1)
+        return pts, torch.as_tensor(flags, dtype=torch.float32)[None]
+
+    enc_pts, enc_pin = surface(ENCODER_POINTS)
+    tokens, _, code = model.prior(normalized(enc_pts), enc_pin)
+    queries, q_pin = surface(QUERY_POINTS)
+    phi_q = model.decoder.basis(normalized(queries), q_pin, tokens)[0].double()
+    vertex_pin = torch.as_tensor(pin_mask)[None]
+    phi_v = torch.cat([
+        model.decoder.basis(normalized(mesh.vertices[i:i + VERTEX_CHUNK]), vertex_pin[:, i:i + VERTEX_CHUNK],
+                            tokens)[0].double()
+        for i in range(0, len(mesh.vertices), VERTEX_CHUNK)])
+    if len(pins):
+        phi_q, phi_v = _hold_pins(mesh.vertices, pins, queries, phi_q, phi_v, scale)
+    closed = meshlib.is_closed(mesh)
+    return Encoding(vertices=mesh.vertices, center=center, scale=scale, queries=queries, phi_q=phi_q, phi_v=phi_v,
+                    code=code[0].double(), springs=_spring_graph(queries / scale, rng), pinned=bool(len(pins)),
+                    closed=closed, area=meshlib.total_area(mesh),
+                    volume=meshlib.enclosed_volume(mesh) if closed else 0.0)
+
+
+def _hold_pins(vertices, pins, queries, phi_q, phi_v, scale):
+    """Make every basis field vanish at pinned vertices, fading the correction out within PIN_RADIUS.
+
+    phi'(x) = phi(x) - alpha(x) phi(p(x)), with p(x) the nearest pinned vertex and alpha(x) = exp(-(|x-p|/r)^2):
+    alpha = 1 at a pinned vertex, so its displacement is exactly zero for every latent.
+    """
+    pinned_pos = torch.as_tensor(vertices[pins])
+    pinned_phi = phi_v[pins].clone()
+    r = PIN_RADIUS * scale
+
+    def correct(points, phi):
+        out = []
+        for i in range(0, len(points), VERTEX_CHUNK):
+            d, j = torch.cdist(torch.as_tensor(points[i:i + VERTEX_CHUNK]), pinned_pos).min(dim=1)
+            alpha = torch.exp(-(d / r) ** 2)
+            out.append(phi[i:i + VERTEX_CHUNK] - alpha[:, None, None] * pinned_phi[j])
+        return torch.cat(out)
+
+    return correct(queries, phi_q), correct(vertices, phi_v)
+
+
+def _spring_graph(points: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Undirected edges: each point to its NEIGHBOURS nearest, plus a few longer ones so solids resist bending
+    through their interior rather than acting as hollow shells."""
+    d = np.linalg.norm(points[:, None] - points[None], axis=-1)
+    np.fill_diagonal(d, np.inf)
+    near = np.argsort(d, axis=1)[:, :NEIGHBOURS]
+    i = np.repeat(np.arange(len(points)), NEIGHBOURS)
+    j = near.reshape(-1)
+    far_i, far_j = [], []
+    for a in range(len(points)):
+        band = np.nonzero((d[a] > 0.1) & (d[a] < 0.4))[0]
+        if len(band):
+            far_j.append(rng.choice(band, size=min(3, len(band)), replace=False))
+            far_i.append(np.full(len(far_j[-1]), a))
+    if far_i:
+        i, j = np.concatenate([i, *far_i]), np.concatenate([j, *far_j])
+    edges = np.unique(np.sort(np.stack([i, j], 1), axis=1), axis=0)
+    return edges[:, 0], edges[:, 1]
+
+
+def build_body(enc: Encoding, p: SimParams, model: NeuROK) -> Plan:
+    """Physical body for the parameters, its reduced latent basis and the RK4 substeps per frame."""
+    n = len(enc.queries)
+    volume = enc.volume if enc.closed else enc.area * p.thickness
+    mass = torch.full((n,), p.density * volume / n, dtype=DTYPE)
+    phi = enc.phi_q * enc.scale
+    rest = torch.as_tensor(enc.queries, dtype=DTYPE)
+    com = rest.mean(0)
+    rest = rest - com
+    rigid = None
+    if not enc.pinned:
+        rigid = torch.linalg.lstsq(_rigid_fields(rest), phi.reshape(3 * n, -1)).solution
+        phi = phi.reshape(3 * n, -1) - _rigid_fields(rest) @ rigid
+    phi = phi.reshape(3 * n, -1)
+    si, sj = (torch.as_tensor(a) for a in enc.springs)
+    d = rest[sj] - rest[si]
+    length = d.norm(dim=1)
+    # Uniform strain e along a random direction stores sum k L^2 e^2 / 10 in the springs (mean cos^4 = 1/5);
+    # equating it with the continuum's E e^2 V / 2 gives the spring constant for Young's modulus E.
+    k_spring = 5.0 * p.stiffness * volume / float((length**2).sum())
+    coeff = model.decoder.coeff.double()
+    code = enc.code
+    dt = 1.0 / p.fps
+    omega_cut = STABLE_STEP * MAX_SUBSTEPS / dt
+    U, omega = _reduced_basis(coeff, code, phi, mass, d / length[:, None], si, sj, k_spring, omega_cut)
+    omega_max = float(omega.max()) if len(omega) else 0.0
+    ground_omega = MAX_SUBSTEPS / dt / 2 if p.ground is not None else 0.0
+    rate = max(omega_max, p.drag, ground_omega, p.damping * omega_max**2)
+    substeps = int(min(MAX_SUBSTEPS, max(1, math.ceil(rate * dt / STABLE_STEP))))
+    step = dt / substeps
+    # Stiffness-proportional damping of the fastest kept mode is capped at what an explicit step can resolve.
+    damping = min(p.damping, STABLE_STEP / max(omega_max**2 * step, 1e-12))
+    body = Body(rest=rest, center=com, phi=phi, U=U, code=code, coeff=coeff, mass=mass, spring_i=si, spring_j=sj,
+                spring_rest=length, spring_k=torch.full_like(length, k_spring), damping=damping, drag=p.drag,
+                gravity=torch.as_tensor(p.gravity, dtype=DTYPE), ground=p.ground, ground_k=(0.5 / step) ** 2,
+                free=not enc.pinned)
+    return Plan(body, substeps, rigid)
+
+
+def _rigid_fields(points: torch.Tensor) -> torch.Tensor:
+    """(3N, 6) velocity fields of rigid translation and rotation about the origin at the given points.
+
+    Free bodies project these off every basis field (the mean-axis frame condition): deformation then carries no
+    linear or angular momentum at first order, so rigid and latent coordinates stay independent and the mass
+    matrix well conditioned.
+    """
+    n = len(points)
+    return torch.cat([torch.eye(3, dtype=DTYPE).expand(n, 3, 3), -skew(points)], dim=2).reshape(3 * n, 6)
+
+
+def _reduced_basis(coeff, code, phi, mass, directions, si, sj, k_spring, omega_cut):
+    """Reduced latent basis U (k, r): the active subspace of the decoder at rest, cut at a frequency.
+
+    Directions of z that barely move the decoded shape are dropped (the mass matrix is singular along them), then
+    the remaining ones are split into vibration modes of the linearized body (K v = omega^2 M v). Modes above
+    omega_cut vibrate faster than the frame rate can show and their static deflection under gravity is below
+    g / omega_cut^2 (< 0.1 mm at 24 fps); dropping them keeps the explicit integration stable and cheap.
+    Returns U with M-orthonormal columns and the kept angular frequencies (rad/s).
+    """
+    k = coeff.l1.in_features - len(code)
+    z0 = torch.zeros(k, dtype=DTYPE)
+    _, G, _ = coeff.with_derivatives(z0, code, z0)
+    J = phi @ G  # (3N, k)
+    m3 = mass.repeat_interleave(3)
+    M = J.T @ (m3[:, None] * J)
+    lam, vec = torch.linalg.eigh(M)
+    active = lam > 1e-9 * lam.max().clamp_min(1e-300)
+    if not active.any():
+        raise SimulationError("the model sees no way for this mesh to deform (its latent space is degenerate)")
+    B = vec[:, active] / lam[active].sqrt()
+    n = len(mass)
+    Jb = (J @ B).view(n, 3, -1)
+    stretch = (directions[:, :, None] * (Jb[sj] - Jb[si])).sum(1)  # (E, a): spring length change per coordinate
+    K = k_spring * stretch.T @ stretch
+    w2, modes = torch.linalg.eigh(K)
+    omega = w2.clamp_min(0.0).sqrt()
+    keep = omega <= omega_cut  # may keep none: the body is then too stiff to deform visibly and moves rigidly
+    return B @ modes[:, keep], omega[keep]
+
+
+def integrate(body: Body, p: SimParams, substeps: int, method: str, progress: Progress,
+              should_cancel: Callable[[], bool] | None) -> torch.Tensor:
+    """States at every frame time (frames+1, state size), integrated in chunks so progress and cancel work."""
+    dyn = Dynamics(body)
+    y0 = _initial_state(dyn, p)
+    dt = 1.0 / p.fps
+    options = {"step_size": dt / substeps} if method in FIXED_STEP_METHODS else {}
+    tol = {} if method in FIXED_STEP_METHODS else {"rtol": 1e-6, "atol": 1e-9}
+    chunk = max(1, min(24, p.frames // 10 or 1))
+    states = [y0]
+    limit = 10.0 * float(body.rest.norm(dim=1).max()) + 1e-9
+    threads = torch.get_num_threads()
+    # The ODE is hundreds of tiny ops per step: threading only adds synchronization (3-10x slower measured).
+    torch.set_num_threads(1)
+    try:
+        for start in range(0, p.frames, chunk):
+            if should_cancel and should_cancel():
+                raise Cancelled("simulation cancelled")
+            stop = min(p.frames, start + chunk)
+            t = torch.arange(start, stop + 1, dtype=DTYPE) * dt
+            ys = odeint(dyn, states[-1], t, method=method, options=options, **tol)[1:]
+            if not _sane(body, ys, limit) and method in FIXED_STEP_METHODS:
+                # Large deformations stiffen the body beyond the rest-state estimate the step was chosen for:
+                # redo this chunk with error-controlled steps rather than give up.
+                ys = odeint(dyn, states[-1], t, method="dopri5", rtol=1e-5, atol=1e-8)[1:]
+            if not _sane(body, ys, limit):
+                raise SimulationError(f"the simulation diverged between frames {start} and {stop}; try a softer "
+                                      "material, more damping or drag, or a smaller gravity")
+            states.extend(ys)
+            progress(0.05 + 0.9 * stop / p.frames, f"frame {stop}/{p.frames}")
+    finally:
+        torch.set_num_threads(threads)
+    return torch.stack(states)
+
+
+def _sane(body: Body, ys: torch.Tensor, limit: float) -> bool:
+    """Finite, and no deformation larger than `limit` metres (a diverging run grows without bound)."""
+    if not torch.isfinite(ys).all():
+        return False
+    _, _, q, _, _, _ = State(body).split(ys[-1])
+    z = body.U @ q
+    a = body.coeff(z, body.code) - body.coeff(torch.zeros_like(z), body.code)
+    return float((body.phi @ a).abs().max()) <= limit
+
+
+def _initial_state(dyn: Dynamics, p: SimParams) -> torch.Tensor:
+    """Rest configuration with the requested linear and angular velocity (least squares onto the coordinates)."""
+    body = dyn.body
+    r = body.n_latent
+    pos = torch.cat([torch.zeros(3, dtype=DTYPE), torch.tensor([1.0, 0, 0, 0], dtype=DTYPE), torch.zeros(r,
+                     dtype=DTYPE)]) if body.free else torch.zeros(r, dtype=DTYPE)
+    y = torch.cat([pos, torch.zeros(len(pos) - (1 if body.free else 0), dtype=DTYPE)])
+    v0 = torch.as_tensor(p.initial_velocity, dtype=DTYPE)
+    w0 = torch.as_tensor(p.angular_velocity, dtype=DTYPE)
+    if not (v0.any() or w0.any()):
+        return y
+    x, _, A, _ = dyn.kinematics(y)
+    target = v0 + torch.linalg.cross(w0.expand_as(x), x - x.mean(0))
+    m3 = body.mass.repeat_interleave(3)[:, None]
+    u = torch.linalg.solve(A.T @ (m3 * A), A.T @ (m3[:, 0] * target.reshape(-1)))
+    y[len(pos):] = u
+    return y
+
+
+def decode_frames(enc: Encoding, plan: Plan, states: torch.Tensor) -> np.ndarray:
+    """Vertex positions (T, V, 3) float64 for every integrated state: x = c + t + R (X - c + Phi_v a)."""
+    body = plan.body
+    st = Dynamics(body).state
+    T, V = len(states), len(enc.vertices)
+    out = np.empty((T, V, 3), np.float64)
+    rest_v = torch.as_tensor(enc.vertices, dtype=DTYPE) - body.center
+    phi_v = (enc.phi_v * enc.scale).reshape(3 * V, -1)
+    if plan.rigid is not None:
+        phi_v = phi_v - _rigid_fields(rest_v) @ plan.rigid
+    with torch.no_grad():
+        parts = [st.split(y) for y in states]
+        Z = torch.stack([body.U @ q for _, _, q, _, _, _ in parts])
+        A = body.coeff(Z, body.code.expand(T, -1)) - body.coeff(torch.zeros_like(Z), body.code.expand(T, -1))
+        for f0 in range(0, T, 16):
+            disp = (phi_v @ A[f0:f0 + 16].T).T.reshape(-1, V, 3)
+            for i, f in enumerate(range(f0, min(T, f0 + 16))):
+                y_body = rest_v + disp[i]
+                t, quat, *_ = parts[f]
+                if body.free:
+                    y_body = body.center + t + y_body @ quat_to_matrix(quat).T
+                else:
+                    y_body = body.center + y_body
+                out[f] = y_body.numpy()
+    return out
+
+
+def simulate(vertices, faces, *, weights: str | None = None, method: str = "rk4", progress: Progress | None = None,
+             should_cancel: Callable[[], bool] | None = None, **physics) -> np.ndarray:
+    """One-shot simulation (loads the model each call; the worker keeps a Simulator instead)."""
+    params = make_params(num_vertices=len(np.asarray(vertices)), **physics)
+    return Simulator(weights).simulate(vertices, faces, params, progress, should_cancel, method)
+
+
+def simulate_params(vertices, faces, params: SimParams, progress: Progress | None = None) -> np.ndarray:
+    return Simulator().simulate(vertices, faces, params, progress)

@@ -1,0 +1,255 @@
+"""Training: ``python -m model_runtime train --config configs/train_cpu.json [--resume]``.
+
+A conditional VAE step: for a batch of (sequence, frame) pairs, sample points on the rest surface, read the
+frame's displacement there, encode rest (prior) and rest + displacement (posterior), decode at other surface
+points, and minimize the summed squared displacement error + kl_weight * KL(q || p) (the paper's 0.01).
+
+Free bodies have their rigid motion removed from the targets (best-fit rotation and translation per frame):
+the simulator moves them rigidly with explicit coordinates, so the latent only has to carry deformation.
+Multi-process training: ``torchrun --nproc_per_node N -m model_runtime train --config ...`` (gloo on CPU).
+"""
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from .model import ModelConfig, NeuROK
+from .progress import ProgressBar
+from .weights import save_model
+
+DEFAULTS = {
+    "data": "data/neurok-v1",
+    "out": "runs/neurok",
+    "model": {},
+    "seed": 0,
+    "steps": 20000,
+    "batch_size": 16,
+    "encoder_points": 512,
+    "query_points": 512,
+    "lr": 5e-4,
+    "min_lr": 2e-5,
+    "weight_decay": 0.01,
+    "warmup_steps": 200,
+    "kl_weight": 0.01,
+    "kl_warmup_steps": 500,
+    "grad_clip": 1.0,
+    "log_every": 25,
+    "val_every": 500,
+    "ckpt_every": 250,
+    "max_sequences": None,
+    "max_minutes": None,
+    "threads": None,
+}
+
+
+def load_config(path: str) -> dict:
+    with open(path) as f:
+        user = json.load(f)
+    unknown = set(user) - set(DEFAULTS)
+    if unknown:
+        raise ValueError(f"{path}: unknown config keys {sorted(unknown)}")
+    return {**DEFAULTS, **user}
+
+
+@dataclass
+class Shape:
+    """One sequence prepared for sampling: normalized rest shape and per-frame displacement fields."""
+
+    rest: np.ndarray  # (V, 3) float32, unit diagonal, centred
+    faces: np.ndarray  # (F, 3)
+    face_cdf: np.ndarray  # (F,) cumulative area for uniform surface sampling
+    pin: np.ndarray  # (V,) float32
+    disp: np.ndarray  # (T, V, 3) float32, frames 1..T in normalized units
+
+
+def kabsch(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rotation R and translation t minimizing |R src + t - dst|^2."""
+    cs, cd = src.mean(0), dst.mean(0)
+    u, _, vt = np.linalg.svd((src - cs).T @ (dst - cd))
+    d = np.sign(np.linalg.det(vt.T @ u.T))
+    R = vt.T @ np.diag([1.0, 1.0, d]) @ u.T
+    return R, cd - R @ cs
+
+
+def prepare(seq: dict) -> Shape:
+    rest = seq["rest"].astype(np.float64)
+    lo, hi = rest.min(0), rest.max(0)
+    center, scale = (lo + hi) / 2, np.linalg.norm(hi - lo)
+    pin = seq["pin_mask"].astype(np.float32)
+    frames = seq["positions"][1:].astype(np.float64)
+    if not pin.any():
+        aligned = []
+        for x in frames:
+            R, t = kabsch(x, rest)
+            aligned.append(x @ R.T + t)
+        frames = np.stack(aligned)
+    a, b, c = (rest[seq["faces"][:, k]] for k in range(3))
+    area = 0.5 * np.linalg.norm(np.cross(b - a, c - a), axis=1)
+    return Shape(rest=((rest - center) / scale).astype(np.float32), faces=seq["faces"].astype(np.int64),
+                 face_cdf=np.cumsum(area) / area.sum(), pin=pin, disp=((frames - rest) / scale).astype(np.float32))
+
+
+def load_shapes(root: str, split: str, limit: int | None = None) -> list[Shape]:
+    from .data.format import list_sequences, load_sequence
+
+    paths = list_sequences(root, split)[:limit]
+    return [prepare(load_sequence(p)) for p in paths]
+
+
+def random_rotation(rng: np.random.Generator) -> np.ndarray:
+    q, r = np.linalg.qr(rng.normal(size=(3, 3)))
+    q = q * np.sign(np.diag(r))
+    return q * np.sign(np.linalg.det(q))
+
+
+def sample_points(shape: Shape, frame: int, n: int, rng: np.random.Generator):
+    """n area-uniform surface points: rest positions, pinned flags and displacements at that frame."""
+    face = np.minimum(np.searchsorted(shape.face_cdf, rng.random(n)), len(shape.faces) - 1)
+    r1, r2 = rng.random(n), rng.random(n)
+    s = np.sqrt(r1)
+    bary = np.stack([1 - s, s * (1 - r2), s * r2], 1).astype(np.float32)
+    tri = shape.faces[face]
+    x = np.einsum("nk,nkd->nd", bary, shape.rest[tri])
+    pin = (bary * shape.pin[tri]).sum(1)
+    d = np.einsum("nk,nkd->nd", bary, shape.disp[frame][tri])
+    return x, pin, d
+
+
+def make_batch(shapes: list[Shape], cfg: dict, rng: np.random.Generator, augment: bool = True):
+    cols = [[] for _ in range(6)]
+    for i in rng.integers(len(shapes), size=cfg["batch_size"]):
+        shape = shapes[i]
+        frame = int(rng.integers(len(shape.disp)))
+        R = random_rotation(rng).astype(np.float32) if augment else np.eye(3, dtype=np.float32)
+        for offset, n in ((0, cfg["encoder_points"]), (3, cfg["query_points"])):
+            x, pin, d = sample_points(shape, frame, n, rng)
+            cols[offset].append(x @ R.T)
+            cols[offset + 1].append(pin)
+            cols[offset + 2].append(d @ R.T)
+    return [torch.as_tensor(np.stack(c)) for c in cols]
+
+
+def losses(model, batch, n_ref: int):
+    pts, pin, disp, q, q_pin, q_disp = batch
+    pred, kl = model(pts, pin, disp, q, q_pin)
+    # Summed (not averaged) over points, rescaled to a fixed count: with a per-coordinate mean, 0.01 x KL
+    # dominated and the latent collapsed (measured on this machine).
+    recon = ((pred - q_disp) ** 2).sum((1, 2)) * (n_ref / q.shape[1])
+    return recon.mean(), kl.mean()
+
+
+def lr_at(step: int, cfg: dict) -> float:
+    if step < cfg["warmup_steps"]:
+        return cfg["lr"] * (step + 1) / cfg["warmup_steps"]
+    progress = min(1.0, (step - cfg["warmup_steps"]) / max(1, cfg["steps"] - cfg["warmup_steps"]))
+    return cfg["min_lr"] + 0.5 * (cfg["lr"] - cfg["min_lr"]) * (1 + math.cos(math.pi * progress))
+
+
+@torch.no_grad()
+def validate(model: NeuROK, shapes: list[Shape], cfg: dict, seed: int = 1234) -> dict:
+    """Validation loss and mean displacement error (fraction of the diagonal) on a fixed set of samples."""
+    model.eval()
+    rng = np.random.default_rng(seed)
+    rec, kls, err, base = [], [], [], []
+    for _ in range(max(1, 256 // cfg["batch_size"])):
+        batch = make_batch(shapes, cfg, rng)
+        pts, pin, disp, q, q_pin, q_disp = batch
+        tokens, mu_cond, code = model.prior(pts, pin)
+        mu, _ = model.posterior(pts, pin, disp, tokens)
+        pred = model.decoder(mu, code, q, q_pin, tokens)
+        r, k = losses(model, batch, cfg["query_points"])
+        rec.append(float(r))
+        kls.append(float(k))
+        err.append(float((pred - q_disp).norm(dim=-1).mean()))
+        base.append(float(q_disp.norm(dim=-1).mean()))
+    model.train()
+    return {"val_recon": np.mean(rec), "val_kl": np.mean(kls), "val_vertex_error": np.mean(err),
+            "val_rest_baseline": np.mean(base)}
+
+
+def train(config_path: str, resume: bool = False) -> Path:
+    cfg = load_config(config_path)
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    rank = 0
+    if distributed:
+        dist.init_process_group("gloo")
+        rank = dist.get_rank()
+    if cfg["threads"]:
+        torch.set_num_threads(cfg["threads"])
+    out = Path(cfg["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(cfg["seed"])
+    rng = np.random.default_rng([cfg["seed"], rank])
+    model_cfg = ModelConfig(**cfg["model"])
+    model = NeuROK(model_cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+    step, elapsed = 0, 0.0
+    ckpt = out / "checkpoint.pt"
+    if resume and ckpt.exists():
+        state = torch.load(ckpt, weights_only=True)  # tensors and plain containers only: no pickled code
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        step, elapsed = int(state["step"]), float(state["elapsed"])
+        rng = np.random.default_rng([cfg["seed"], rank, step])
+    net = torch.nn.parallel.DistributedDataParallel(model) if distributed else model
+
+    t_load = time.time()
+    train_shapes = load_shapes(cfg["data"], "train", cfg["max_sequences"])
+    val_shapes = load_shapes(cfg["data"], "val", 64)
+    if not train_shapes:
+        raise FileNotFoundError(f"no training sequences under {cfg['data']}")
+    if rank == 0:
+        print(f"{len(train_shapes)} train / {len(val_shapes)} val sequences loaded in {time.time() - t_load:.0f}s, "
+              f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
+        (out / "config.json").write_text(json.dumps({**cfg, "model": model_cfg.to_dict()}, indent=2) + "\n")
+    log = open(out / "log.jsonl", "a") if rank == 0 else None
+    bar = ProgressBar("train") if rank == 0 else None
+    net.train()
+    start = time.time() - elapsed
+    while step < cfg["steps"]:
+        if cfg["max_minutes"] and (time.time() - start) / 60 > cfg["max_minutes"]:
+            break
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, cfg)
+        recon, kl = losses(net, make_batch(train_shapes, cfg, rng), cfg["query_points"])
+        beta = cfg["kl_weight"] * min(1.0, (step + 1) / cfg["kl_warmup_steps"])
+        loss = recon + beta * kl
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
+        opt.step()
+        step += 1
+        if rank:
+            continue
+        record = {"step": step, "loss": loss.item(), "recon": recon.item(), "kl": kl.item(),
+                  "lr": opt.param_groups[0]["lr"], "time": time.time() - start}
+        if val_shapes and (step % cfg["val_every"] == 0 or step == cfg["steps"]):
+            record.update(validate(model, val_shapes, cfg))
+        if step % cfg["log_every"] == 0 or "val_recon" in record:
+            log.write(json.dumps(record) + "\n")
+            log.flush()
+        bar.update(step / cfg["steps"], f"loss {record['loss']:.3f} kl {record['kl']:.1f}")
+        if step % cfg["ckpt_every"] == 0 or step == cfg["steps"]:
+            _checkpoint(model, opt, step, time.time() - start, out)
+    if rank == 0:
+        bar.close()
+        _checkpoint(model, opt, step, time.time() - start, out)
+        save_model(model, out / "neurok.safetensors", {"steps": step, "wall_minutes": (time.time() - start) / 60,
+                                                       "data": cfg["data"], "seed": cfg["seed"]})
+        print(f"saved {out / 'neurok.safetensors'} after {step} steps")
+    if distributed:
+        dist.destroy_process_group()
+    return out / "neurok.safetensors"
+
+
+def _checkpoint(model, opt, step, elapsed, out: Path) -> None:
+    tmp = out / "checkpoint.pt.tmp"
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step, "elapsed": elapsed}, tmp)
+    os.replace(tmp, out / "checkpoint.pt")  # atomic: an interrupted save never corrupts the last checkpoint
