@@ -95,7 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--data", help="dataset root (uses its test split)")
     e.add_argument("--meshes", help="folder of .obj meshes to run through the reference and the model")
     e.add_argument("--out", required=True, help="report folder (JSON, Markdown, plots)")
-    e.add_argument("--limit", type=int, default=None, help="at most this many sequences/meshes")
+    e.add_argument("--limit", type=int, default=None, help="at most this many sequences/meshes (default 20)")
+    e.add_argument("--run", help="training run folder (runs/NAME) whose log.jsonl is plotted as loss curves")
+    e.add_argument("--recon-frames", type=int, default=4, help="frames per test sequence for reconstruction")
+    e.add_argument("--points", type=int, default=2048, help="surface samples per cloud for reconstruction")
+    e.add_argument("--ik-steps", type=int, default=200, help="Adam steps of the inverse-kinematics fit of z")
+    e.add_argument("--mesh-frames", type=int, default=48, help="frames (at 24 fps) simulated per --meshes mesh")
+    e.add_argument("--no-physics", action="store_true", help="skip the energy/pin/monotonicity checks")
+    e.add_argument("--seed", type=int, default=0, help="seed of the surface sampling")
     return parser
 
 
