@@ -37,6 +37,7 @@ class Body:
     U: torch.Tensor  # (k, r) reduced latent basis
     code: torch.Tensor  # (code_dim,) shape code for g
     coeff: CoefficientMLP
+    g0: torch.Tensor  # g(0, e): subtracted so that z = 0 is the rest shape
     mass: torch.Tensor  # (N,) kg
     spring_i: torch.Tensor
     spring_j: torch.Tensor
@@ -55,12 +56,10 @@ class Body:
 
 
 def quat_to_matrix(q: torch.Tensor) -> torch.Tensor:
-    w, x, y, z = (q / q.norm()).unbind()
-    return torch.stack([
-        torch.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)]),
-        torch.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)]),
-        torch.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]),
-    ])
+    """Rotation matrix of a (not necessarily unit) quaternion (w, x, y, z)."""
+    q = q / q.norm()
+    w, v = q[0], q[1:]
+    return (w * w - v @ v) * torch.eye(3, dtype=q.dtype) + 2.0 * torch.outer(v, v) + 2.0 * w * skew(v)
 
 
 def quat_derivative(q: torch.Tensor, w_body: torch.Tensor) -> torch.Tensor:
@@ -100,6 +99,8 @@ class Dynamics(torch.nn.Module):
     def __init__(self, body: Body):
         super().__init__()
         self.body, self.state = body, State(body)
+        self.eye = torch.eye(3, dtype=DTYPE)
+        self.mass3 = body.mass.repeat_interleave(3)
         self.evaluations = 0
 
     def kinematics(self, y):
@@ -108,9 +109,8 @@ class Dynamics(torch.nn.Module):
         t, quat, q, v, w, qd = self.state.split(y)
         z, zd = b_.U @ q, b_.U @ qd
         g, G, c2 = b_.coeff.with_derivatives(z, b_.code, zd)
-        g0 = b_.coeff(torch.zeros_like(z), b_.code)
         n = len(b_.rest)
-        y_body = b_.rest + (b_.phi @ (g - g0)).view(n, 3)
+        y_body = b_.rest + (b_.phi @ (g - b_.g0)).view(n, 3)
         jy = b_.phi @ (G @ b_.U)  # (3N, r)
         yd = (jy @ qd).view(n, 3)
         bias = (b_.phi @ c2).view(n, 3)
@@ -121,7 +121,7 @@ class Dynamics(torch.nn.Module):
         wy = torch.linalg.cross(w.expand(n, 3), y_body)
         xd = v + (wy + yd) @ R.T
         rot_cols = -(R @ skew(y_body))  # (N, 3, 3): dx/d(theta_body)
-        A = torch.cat([torch.eye(3, dtype=DTYPE).expand(n, 3, 3), rot_cols, (R @ jy.view(n, 3, -1))], dim=2)
+        A = torch.cat([self.eye.expand(n, 3, 3), rot_cols, (R @ jy.view(n, 3, -1))], dim=2)
         bias = (torch.linalg.cross(w.expand(n, 3), wy) + 2 * torch.linalg.cross(w.expand(n, 3), yd) + bias) @ R.T
         return x, xd, A.reshape(3 * n, -1), bias
 
@@ -150,7 +150,7 @@ class Dynamics(torch.nn.Module):
         b_ = self.body
         x, xd, A, bias = self.kinematics(y)
         f = self.forces(x, xd) - b_.mass[:, None] * bias
-        mA = A * b_.mass.repeat_interleave(3)[:, None]
+        mA = A * self.mass3[:, None]
         M = A.T @ mA
         ud = torch.linalg.solve(M, A.T @ f.reshape(-1))
         st = self.state

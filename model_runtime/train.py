@@ -40,6 +40,7 @@ DEFAULTS = {
     "kl_weight": 0.01,
     "kl_warmup_steps": 500,
     "grad_clip": 1.0,
+    "augment": True,  # random rotations of each sample: orientation must not matter
     "log_every": 25,
     "val_every": 500,
     "ckpt_every": 250,
@@ -159,7 +160,7 @@ def validate(model: NeuROK, shapes: list[Shape], cfg: dict, seed: int = 1234) ->
     rng = np.random.default_rng(seed)
     rec, kls, err, base = [], [], [], []
     for _ in range(max(1, 256 // cfg["batch_size"])):
-        batch = make_batch(shapes, cfg, rng)
+        batch = make_batch(shapes, cfg, rng, cfg["augment"])
         pts, pin, disp, q, q_pin, q_disp = batch
         tokens, mu_cond, code = model.prior(pts, pin)
         mu, _ = model.posterior(pts, pin, disp, tokens)
@@ -218,7 +219,7 @@ def train(config_path: str, resume: bool = False) -> Path:
             break
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg)
-        recon, kl = losses(net, make_batch(train_shapes, cfg, rng), cfg["query_points"])
+        recon, kl = losses(net, make_batch(train_shapes, cfg, rng, cfg["augment"]), cfg["query_points"])
         beta = cfg["kl_weight"] * min(1.0, (step + 1) / cfg["kl_warmup_steps"])
         loss = recon + beta * kl
         opt.zero_grad(set_to_none=True)
@@ -232,7 +233,7 @@ def train(config_path: str, resume: bool = False) -> Path:
                   "lr": opt.param_groups[0]["lr"], "time": time.time() - start}
         if val_shapes and (step % cfg["val_every"] == 0 or step == cfg["steps"]):
             record.update(validate(model, val_shapes, cfg))
-        if step % cfg["log_every"] == 0 or "val_recon" in record:
+        if step == 1 or step % cfg["log_every"] == 0 or "val_recon" in record:
             log.write(json.dumps(record) + "\n")
             log.flush()
         bar.update(step / cfg["steps"], f"loss {record['loss']:.3f} kl {record['kl']:.1f}")

@@ -90,6 +90,8 @@ def simulate_body(
     tets: np.ndarray | None = None,
     progress: Callable[[float, str], None] | None = None,
     should_cancel: Callable[[], bool] | None = None,
+    substeps: int = SUBSTEPS,
+    iterations: int = ITERATIONS,
 ) -> np.ndarray:
     """Simulate and return float32 positions (frames+1, N, 3) of all N simulated nodes.
 
@@ -137,7 +139,7 @@ def simulate_body(
     model.soft_contact_kd = 0.0
     model.soft_contact_mu = CONTACT_FRICTION
 
-    solver = newton.solvers.SolverVBD(model, iterations=ITERATIONS)
+    solver = newton.solvers.SolverVBD(model, iterations=iterations)
     s0, s1 = model.state(), model.state()
     control = model.control()
     pipe = newton.CollisionPipeline(model) if params.ground is not None else None
@@ -150,14 +152,14 @@ def simulate_body(
     s0.particle_qd.assign(v0.astype(np.float32))
     s0.particle_q.assign(x0.astype(np.float32))
 
-    dt = 1.0 / (params.fps * SUBSTEPS)
+    dt = 1.0 / (params.fps * substeps)
     drag_scale = math.exp(-params.drag * dt)  # exact decay of dv/dt = -c v over one substep
     out = np.empty((params.frames + 1, n, 3), np.float32)
     out[0] = x0
     for frame in range(1, params.frames + 1):
         if should_cancel is not None and should_cancel():
             raise Cancelled("the reference simulation was cancelled")
-        for _ in range(SUBSTEPS):
+        for _ in range(substeps):
             s0.clear_forces()
             if pipe is not None:
                 pipe.collide(s0, contacts)
