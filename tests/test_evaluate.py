@@ -89,6 +89,17 @@ def test_rigid_fall_baseline_is_exact_for_free_fall():
     assert m["rest_error"] > 0.1
 
 
+def test_rigid_fall_with_drag_matches_integration():
+    v = np.zeros((1, 3))
+    p = make_params(frames=24, fps=24.0, gravity=(0, 0, -9.81), drag=2.0, initial_velocity=(1.0, 0, 0),
+                    num_vertices=3)
+    x, vel, dt = np.zeros(3), np.array([1.0, 0, 0]), 1e-5
+    for _ in range(int(round(1.0 / dt))):  # semi-implicit Euler of x'' = g - c x' to t = 1 s
+        vel = vel + dt * (np.array([0, 0, -9.81]) - 2.0 * vel)
+        x = x + dt * vel
+    assert np.allclose(ev.rigid_fall(v, p)[-1, 0], x, atol=1e-3)
+
+
 def test_default_pins_and_normalization():
     v, f = shapes.grid_sheet(5, 5, 10.0, 10.0)  # flat in z = 0: pins along x instead
     m = ev.normalize_mesh(ev.meshlib.Mesh(v * 100, f))
