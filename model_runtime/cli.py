@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from .errors import MeshError, ParameterError, WeightsError
+from .errors import Cancelled, MeshError, ParameterError, SimulationError, WeightsError
 from .materials import MATERIALS
 from .mesh import read_obj
 from .params import SimParams, make_params
@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     pv.add_argument("--out", required=True)
     st = data.add_parser("stats", help="summarize a generated dataset")
     st.add_argument("root")
-    data.add_parser("validate", help="check the reference simulator against closed-form mechanics")
+    va = data.add_parser("validate", help="check the reference simulator against closed-form mechanics")
+    va.add_argument("--quick", action="store_true", help="a small subset (free fall, drag, one beam, pins)")
 
     t = sub.add_parser("train", help="train the NeuROK model")
     t.add_argument("--config", required=True, help="JSON training config")
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "evaluate":
             from .evaluate import run_cli
             return run_cli(args)
-    except (MeshError, ParameterError, WeightsError, FileNotFoundError) as exc:
+    except (MeshError, ParameterError, WeightsError, SimulationError, Cancelled, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 1

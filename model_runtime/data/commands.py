@@ -1,7 +1,6 @@
-"""``python -m model_runtime data ...``: generate, preview, stats (validate is not implemented yet)."""
+"""``python -m model_runtime data ...``: generate, preview, stats, validate."""
 
 import json
-import sys
 
 
 def run(args) -> int:
@@ -28,6 +27,7 @@ def run(args) -> int:
         print(format_stats(dataset_stats(args.root)))
         return 0
     if args.data_command == "validate":
-        print("data validate is not implemented yet (issue 8): no checks were run", file=sys.stderr)
-        return 1
+        from .validate import main
+
+        return main(quick=args.quick)
     return 1

@@ -92,11 +92,20 @@ def simulate_body(
     should_cancel: Callable[[], bool] | None = None,
     substeps: int = SUBSTEPS,
     iterations: int = ITERATIONS,
+    node_mass: np.ndarray | None = None,
+    tet_scale: np.ndarray | None = None,
+    pinned: np.ndarray | None = None,
+    center: np.ndarray | None = None,
 ) -> np.ndarray:
     """Simulate and return float32 positions (frames+1, N, 3) of all N simulated nodes.
 
     ``vertices`` are all nodes (for a tet body: surface vertices first, then interior nodes); ``faces`` the surface
     triangles; ``tets`` (M, 4) makes it a volumetric body, otherwise it is cloth of ``params.thickness``.
+    ``node_mass``, ``tet_scale``, ``pinned`` and ``center`` serve embedded bodies
+    (``reference.simulate_reference``): ``node_mass`` are lumped masses per unit density (m^3) replacing the
+    tets' own, ``tet_scale`` multiplies each tet's Lame parameters (the fraction of it the real body fills),
+    ``pinned`` are the node indices held in place (default ``params.pins``), ``center`` the point the initial
+    angular velocity turns about (default: the nodes' mean).
     """
     wp = _init_warp()
     import newton
@@ -105,7 +114,11 @@ def simulate_body(
     n = len(x0)
     g = np.asarray(params.gravity, np.float64)
     builder = newton.ModelBuilder(gravity=wp.vec3(*g))
-    edge = mean_edge_length(x0, faces)
+    if tets is not None:
+        t = np.asarray(tets)
+        edge = float(np.linalg.norm(x0[t[:, 0]] - x0[t[:, 1]], axis=1).mean())
+    else:
+        edge = mean_edge_length(x0, faces)
     radius = 0.1 * edge
     mu, lam = lame(params.stiffness, params.poisson)
     ident = wp.quat_identity()
@@ -114,7 +127,7 @@ def simulate_body(
                               vertices=[wp.vec3(*p) for p in x0], indices=np.asarray(tets, np.int32).reshape(-1),
                               density=params.density, k_mu=mu, k_lambda=lam, k_damp=params.damping * mu,
                               particle_radius=radius)
-        mass = lumped_tet_masses(x0, tets, params.density)
+        mass = lumped_tet_masses(x0, tets, params.density) if node_mass is None else params.density * node_mass
     else:
         h = params.thickness
         plate = params.stiffness * h**3 / (12.0 * (1.0 - params.poisson**2))
@@ -129,12 +142,18 @@ def simulate_body(
         raise SimulationError(f"Newton built {len(builder.particle_mass)} particles for {n} vertices")
     loose = mass <= 0.0  # vertices of no triangle/tet carry no mass: give them a typical one so they fall freely
     mass[loose] = float(np.mean(mass[~loose])) if (~loose).any() else 1.0
-    mass[np.asarray(params.pins, np.int64)] = 0.0  # zero mass = kinematic: pinned in place
+    if node_mass is not None:  # embedded nodes barely inside the body: a floor keeps them from being stiff-and-massless
+        mass = np.maximum(mass, 0.02 * float(np.mean(mass)))
+    mass[np.asarray(params.pins if pinned is None else pinned, np.int64)] = 0.0  # zero mass = kinematic: pinned
     builder.particle_mass = [float(m) for m in mass]
     if params.ground is not None:
         builder.add_ground_plane(height=float(params.ground))
     builder.color(include_bending=tets is None)
     model = builder.finalize(device="cpu")
+    if tet_scale is not None:
+        mat = model.tet_materials.numpy()
+        mat *= np.asarray(tet_scale, np.float32)[:, None]
+        model.tet_materials.assign(mat)
     model.soft_contact_ke = CONTACT_STIFFNESS_PER_KG * float(mass.sum())
     model.soft_contact_kd = 0.0
     model.soft_contact_mu = CONTACT_FRICTION
@@ -146,7 +165,7 @@ def simulate_body(
     contacts = pipe.contacts() if pipe is not None else None
 
     free = mass > 0.0
-    centroid = x0.mean(0)
+    centroid = x0.mean(0) if center is None else np.asarray(center, np.float64)
     v0 = np.asarray(params.initial_velocity) + np.cross(np.asarray(params.angular_velocity), x0 - centroid)
     v0[~free] = 0.0
     s0.particle_qd.assign(v0.astype(np.float32))

@@ -5,15 +5,19 @@ with TetGen without Steiner points on its surface (so the first V nodes are exac
 open or non-manifold is a shell (cloth) of ``params.thickness``. The dataset is made with this same function.
 """
 
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import MeshError
 from ..mesh import Mesh, enclosed_volume, is_closed, validate
 from ..params import SimParams
+from . import newton_engine
 from .newton_engine import mean_edge_length, simulate_body
 
+MIN_FILL = 0.05  # lattice tets the body barely touches keep this fraction of its stiffness
 MAX_INTERIOR_FACTOR = 0.5  # interior nodes at most this fraction of surface vertices (keeps big meshes affordable)
 
 
@@ -49,25 +53,154 @@ def tetrahedralize(mesh: Mesh) -> tuple[np.ndarray, np.ndarray]:
     return nodes, tets
 
 
+# The six Kuhn tetrahedra of a unit cube: tet for axis order (a, b, c) runs 0 -> e_a -> e_a + e_b -> (1, 1, 1).
+_PERMS = ((0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0))
+
+
+def _kuhn_corners():
+    out = []
+    for a, b, _ in _PERMS:
+        c0 = np.zeros(3, int)
+        c1 = c0.copy()
+        c1[a] = 1
+        c2 = c1.copy()
+        c2[b] = 1
+        out.append([c0, c1, c2, np.ones(3, int)])
+    return np.array(out)  # (6, 4, 3)
+
+
+def build_cage(points, fine_nodes, fine_tets, cell):
+    """A regular lattice of cubes of about ``cell`` metres, each split into six Kuhn tetrahedra (conforming, all of
+    one shape), keeping the cubes that the solid (``fine_nodes``/``fine_tets``) or any of ``points`` touch.
+
+    Returns nodes (N, 3), tets (M, 4) positively oriented, fill (M,) the fraction of each cube the solid fills,
+    node volumes (N,) (lumped mass per unit density: the solid's volume spread with barycentric weights, so mass
+    and centre of mass are exact), and (tet, weights (P, 4)) locating each of ``points`` in the lattice.
+    The grid spans the solid's bounding box exactly, so a box is represented without a staircase.
+    """
+    lo = fine_nodes.min(0)
+    ext = fine_nodes.max(0) - lo
+    n = np.maximum(1, np.ceil(ext / cell - 1e-9).astype(int))
+    sp = ext / n
+    corners = _kuhn_corners()
+
+    def locate(p):
+        u = (p - lo) / sp
+        c = np.clip(np.floor(u).astype(int), 0, n - 1)
+        f = np.clip(u - c, 0.0, 1.0)
+        order = np.argsort(-f, axis=1, kind="stable")  # u_a >= u_b >= u_c
+        key = order[:, 0] * 3 + order[:, 1]
+        lut = np.full(9, -1)
+        for k, (a, b, _) in enumerate(_PERMS):
+            lut[a * 3 + b] = k
+        perm = lut[key]
+        fs = np.take_along_axis(f, order, 1)
+        w = np.stack([1 - fs[:, 0], fs[:, 0] - fs[:, 1], fs[:, 1] - fs[:, 2], fs[:, 2]], 1)
+        return c, perm, w
+
+    a, b, c_, d = (fine_nodes[fine_tets[:, k]] for k in range(4))
+    vol = np.abs(np.einsum("ij,ij->i", b - a, np.cross(c_ - a, d - a))) / 6.0
+    q1, q2 = 0.5854101966249685, 0.1381966011250105  # degree-2 quadrature points of a tetrahedron
+    cen = np.concatenate([q1 * x + q2 * (a + b + c_ + d - x) for x in (a, b, c_, d)])
+    vol4 = np.tile(vol / 4.0, 4)
+    samples = np.concatenate([points, fine_nodes, cen])
+    sc, _, _ = locate(samples)
+    cid = np.ravel_multi_index(sc.T, n)
+    cells = np.unique(cid)
+    cidx = np.stack(np.unravel_index(cells, n), 1)  # (C, 3)
+    corner_nodes = cidx[:, None, None, :] + corners[None]  # (C, 6, 4, 3)
+    gid = np.ravel_multi_index(corner_nodes.reshape(-1, 3).T, n + 1)
+    used, inv = np.unique(gid, return_inverse=True)
+    tets = inv.reshape(-1, 4)
+    nodes = lo + np.stack(np.unravel_index(used, n + 1), 1) * sp
+
+    def tet_of(sample_slice):
+        cc, perm, w = locate(samples[sample_slice])
+        t = np.searchsorted(cells, np.ravel_multi_index(cc.T, n)) * 6 + perm
+        return t, w
+
+    np_ = len(points)
+    tp, wp = tet_of(slice(0, np_))
+    tc, wc = tet_of(slice(np_ + len(fine_nodes), None))
+    cage_vol = np.prod(sp) / 6.0
+    fill = np.repeat(np.bincount(tc // 6, weights=vol4, minlength=len(cells)) / (6.0 * cage_vol), 6)
+    mass = np.zeros(len(nodes))
+    np.add.at(mass, tets[tc].reshape(-1), (wc * vol4[:, None]).reshape(-1))
+    # Kuhn tets of odd permutations come out negatively oriented: swap two nodes (and their weights)
+    A, B, C, D = (nodes[tets[:, k]] for k in range(4))
+    s = np.einsum("ij,ij->i", B - A, np.cross(C - A, D - A))
+    flip = s < 0
+    tets[flip] = tets[flip][:, [0, 2, 1, 3]]
+    wp2 = wp.copy()
+    fl = flip[tp]
+    wp2[fl] = wp[fl][:, [0, 2, 1, 3]]
+    return nodes, tets, np.clip(fill, 0.0, 1.0), mass, tp, wp2
+
+
+@dataclass(frozen=True)
+class SolverSettings:
+    """How a body is simulated. ``embedded``: closed meshes are embedded in a lattice of about ``lattice_cells``
+    cubes (or cubes of ``cell`` metres when given) whose nodes are simulated and carry the surface vertices along
+    by barycentric interpolation; otherwise the conforming TetGen mesh of the surface itself is simulated."""
+
+    substep_rate: float  # substeps per simulated second (rounded up to whole substeps per frame)
+    iterations: int
+    embedded: bool
+    lattice_cells: int = 1500
+    cell: float | None = None
+
+
+# ``python -m model_runtime reference`` and ``data validate``: see docs/physics-validation.md for what they meet.
+REFERENCE = SolverSettings(substep_rate=1152.0, iterations=4, embedded=True)
+# The v1 dataset (issue 3): conforming tets, 12 x 2. Kept so that dataset can be regenerated bit for bit.
+DATASET = SolverSettings(substep_rate=newton_engine.SUBSTEPS * 24.0, iterations=newton_engine.ITERATIONS,
+                         embedded=False)
+
+
 def simulate_reference(
     vertices,
     faces,
     params: SimParams,
     progress: Callable[[float, str], None] | None = None,
     should_cancel: Callable[[], bool] | None = None,
+    settings: SolverSettings | str = "reference",
 ) -> np.ndarray:
-    """Simulate the mesh; return float32 positions (params.frames + 1, V, 3) with frame 0 the input vertices."""
+    """Simulate the mesh; return float32 positions (params.frames + 1, V, 3) with frame 0 the input vertices.
+
+    ``settings``: "reference" (the validated settings, the default), "dataset" (those the v1 dataset was made
+    with) or a ``SolverSettings``.
+    """
+    if isinstance(settings, str):
+        if settings not in ("reference", "dataset"):
+            raise ValueError(f"unknown solver settings {settings!r}")
+        settings = REFERENCE if settings == "reference" else DATASET
     mesh = validate(vertices, faces)
     pins = np.asarray(params.pins, np.int64)
     if pins.size and pins.max() >= len(mesh.vertices):
         raise MeshError(f"pin index {int(pins.max())} is out of range for a mesh of {len(mesh.vertices)} vertices")
     if progress is not None:
         progress(0.0, "building the physics model")
-    tets = None
-    nodes = mesh.vertices
-    if is_closed(mesh):
+    substeps = max(1, math.ceil(settings.substep_rate / params.fps - 1e-9))
+    run = dict(progress=progress, should_cancel=should_cancel, substeps=substeps, iterations=settings.iterations)
+    v = mesh.vertices
+    if not is_closed(mesh):
+        positions = simulate_body(v, mesh.faces, params, **run)
+    elif not settings.embedded:
         nodes, tets = tetrahedralize(mesh)
-    positions = simulate_body(nodes, mesh.faces, params, tets=tets, progress=progress, should_cancel=should_cancel)
-    positions = positions[:, : len(mesh.vertices)]
-    positions[0] = mesh.vertices
+        positions = simulate_body(nodes, mesh.faces, params, tets=tets, **run)[:, : len(v)]
+    else:
+        fine_nodes, fine_tets = tetrahedralize(mesh)
+        cell = settings.cell or (enclosed_volume(mesh) / settings.lattice_cells) ** (1.0 / 3.0)
+        nodes, tets, fill, volume, at, weights = build_cage(v, fine_nodes, fine_tets, cell)
+        # A node is held when it carries weight for a pinned vertex, so pinned vertices are exactly still.
+        held = np.unique(tets[at[pins]][weights[pins] > 1e-9]) if pins.size else np.zeros(0, np.int64)
+        if held.size >= len(nodes):
+            raise MeshError("the pins hold the whole body: nothing is left free to move")
+        cage = simulate_body(nodes, tets[:, :3], params, tets=tets, node_mass=volume,
+                             tet_scale=np.maximum(fill, MIN_FILL), pinned=held, center=v.mean(0), **run)
+        positions = np.einsum("pk,fpkd->fpd", weights.astype(np.float64), cage[:, tets[at]].astype(np.float64))
+        positions = positions.astype(np.float32)
+    positions = np.ascontiguousarray(positions[:, : len(v)])
+    positions[:, pins] = v[pins]
+    positions[0] = v
     return positions

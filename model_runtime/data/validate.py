@@ -1,0 +1,208 @@
+"""``python -m model_runtime data validate``: the reference simulator against closed-form mechanics (issue 8).
+
+Every scene runs through ``reference.simulate_reference`` at its own settings (``reference.REFERENCE``); the
+table lists measured vs analytic values, the tolerance and pass/fail. ``--quick`` runs a small subset.
+"""
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..params import make_params
+from .reference import REFERENCE, SolverSettings, simulate_reference
+
+G = 9.81
+
+
+@dataclass
+class Check:
+    name: str
+    measured: float
+    expected: float
+    tolerance: float  # relative, or absolute when ``absolute``
+    unit: str = ""
+    absolute: bool = False
+    note: str = ""
+
+    @property
+    def error(self) -> float:
+        if self.absolute:
+            return abs(self.measured - self.expected)
+        return abs(self.measured - self.expected) / max(abs(self.expected), 1e-30)
+
+    @property
+    def ok(self) -> bool:
+        return bool(np.isfinite(self.measured)) and self.error <= self.tolerance
+
+
+def box_mesh(size, divisions) -> tuple[np.ndarray, np.ndarray]:
+    """A closed, outward-oriented triangulated box [0, sx] x [-sy/2, sy/2] x [-sz/2, sz/2]."""
+    size = np.asarray(size, float)
+    n = np.asarray(divisions, int)
+    verts, faces, index = [], [], {}
+
+    def vid(p):
+        key = tuple(np.round(p, 12))
+        if key not in index:
+            index[key] = len(verts)
+            verts.append(p)
+        return index[key]
+
+    lo = np.array([0.0, -size[1] / 2, -size[2] / 2])
+    for axis in range(3):
+        u, w = [(axis + 1) % 3, (axis + 2) % 3]
+        for side in (0, 1):
+            for i in range(n[u]):
+                for j in range(n[w]):
+                    quad = []
+                    for di, dj in ((0, 0), (1, 0), (1, 1), (0, 1)):
+                        p = lo.copy()
+                        p[axis] += side * size[axis]
+                        p[u] += (i + di) * size[u] / n[u]
+                        p[w] += (j + dj) * size[w] / n[w]
+                        quad.append(vid(p))
+                    a, b, c, d = quad
+                    tri = [(a, b, c), (a, c, d)] if side == 1 else [(a, c, b), (a, d, c)]
+                    faces.extend(tri)
+    return np.array(verts), np.array(faces, np.int64)
+
+
+def _run(v, f, settings, **kw):
+    params = make_params(num_vertices=len(v), **kw)
+    return simulate_reference(v, f, params, settings=settings), params
+
+
+def free_fall(settings, drag: float) -> Check:
+    v, f = box_mesh((0.1, 0.1, 0.1), (2, 2, 2))
+    t_end, fps = 1.0, 24
+    pos, _ = _run(v, f, settings, frames=int(t_end * fps), fps=fps, drag=drag, material="rubber", damping=0.0)
+    c = pos.astype(np.float64).mean(1)[:, 2]
+    if drag == 0.0:
+        return Check("free fall, no drag: centroid drop at 1 s", c[0] - c[-1], 0.5 * G * t_end**2, 0.01, "m")
+    vel = (c[-2] - c[-1]) * fps  # speed at t = 1 - 1/(2 fps)
+    t = t_end - 0.5 / fps
+    return Check(f"free fall, drag c={drag:g}/s: speed at {t:.3f} s", vel, G / drag * (1 - math.exp(-drag * t)), 0.02,
+                 "m/s")
+
+
+def cantilever(settings, length, thick, stiffness, density, per_thickness, seconds=1.0, fps=120):
+    """Clamped at x = 0, gravity -z, no drag or damping: returns (static sag, first frequency, seconds)."""
+    cells = (round(per_thickness * length / thick), per_thickness, per_thickness)
+    v, f = box_mesh((length, thick, thick), cells)
+    pins = np.nonzero(v[:, 0] <= 1e-9)[0]
+    s = SolverSettings(settings.substep_rate, settings.iterations, True, cell=thick / per_thickness)
+    start = time.perf_counter()
+    pos, _ = _run(v, f, s, frames=int(seconds * fps), fps=fps, stiffness=stiffness, density=density, poisson=0.3,
+                  damping=0.0, pins=pins)
+    tip = np.nonzero(v[:, 0] >= length - 1e-9)[0]
+    z = pos[:, tip, 2].astype(np.float64).mean(1) - v[tip, 2].mean()
+    # Oscillation about the static deflection: mean over whole periods, frequency from mean crossings.
+    mean = 0.5 * (z.min() + z.max()) if len(z) < 4 else z.mean()
+    crossings = np.nonzero(np.diff(np.sign(z - mean)) != 0)[0]
+    if len(crossings) >= 3:
+        t = crossings + (mean - z[crossings]) / (z[crossings + 1] - z[crossings])
+        periods = (t[-1] - t[0]) / ((len(t) - 1) / 2.0) / fps
+        whole = z[int(round(t[0])): int(round(t[-1])) + 1]
+        return -float(whole.mean()), 1.0 / periods, time.perf_counter() - start
+    return -float(z.mean()), float("nan"), time.perf_counter() - start
+
+
+def beam_theory(length, thick, stiffness, density):
+    sag = 3 * density * G * length**4 / (2 * stiffness * thick**2)
+    freq = 1.875**2 / (2 * math.pi) * math.sqrt(stiffness * thick**2 / 12.0 / (density * length**4))
+    return sag, freq
+
+
+def catenary_sag(length: float, span: float) -> float:
+    """Mid-span sag of an inextensible chain of ``length`` hung between two points ``span`` apart."""
+    lo, hi = 1e-6, 1e6  # parameter a of y = a cosh(x / a): length 2 a sinh(span / 2a) decreases with a
+    for _ in range(200):
+        a = math.sqrt(lo * hi)
+        if 2 * a * math.sinh(span / (2 * a)) > length:
+            lo = a
+        else:
+            hi = a
+    return a * (math.cosh(span / (2 * a)) - 1.0)
+
+
+def cloth_strip(settings, length=1.0, span=0.8, width=0.04, segments=40) -> tuple[Check, float]:
+    # Rest shape: a circular arc of the strip's length hanging between the pins (any shape of that length would do).
+    lo, hi = 1e-6, math.pi
+    for _ in range(100):  # half-angle theta with arc length / chord = theta / sin(theta)
+        th = 0.5 * (lo + hi)
+        lo, hi = (th, hi) if th / math.sin(th) < length / span else (lo, th)
+    r = span / (2 * math.sin(th))
+    ang = np.linspace(-th, th, segments + 1)
+    x, z = r * np.sin(ang), -r * (np.cos(ang) - math.cos(th))
+    v = np.array([[xi, y, zi] for xi, zi in zip(x, z, strict=True) for y in (0.0, width)])
+    f = []
+    for i in range(segments):
+        a, b, c, d = 2 * i, 2 * i + 1, 2 * i + 2, 2 * i + 3
+        f += [(a, c, b), (b, c, d)]
+    pins = np.array([0, 1, 2 * segments, 2 * segments + 1])
+    pos, _ = _run(v, np.array(f), settings, frames=72, fps=24, material="cloth", drag=4.0, pins=pins)
+    sag = -float(pos[-1, :, 2].min())
+    return Check(f"cloth strip L={length:g} m, span {span:g} m: mid sag vs catenary", sag, catenary_sag(length, span),
+                 0.05, "m", note="ends pinned, settled with drag"), float(np.linalg.norm(v.max(0) - v.min(0)))
+
+
+def run_validation(quick: bool = False, settings: SolverSettings = REFERENCE, log=print) -> list[Check]:
+    checks: list[Check] = []
+    t0 = time.perf_counter()
+    checks.append(free_fall(settings, 0.0))
+    checks.append(free_fall(settings, 2.0))
+    log(f"  free fall done ({time.perf_counter() - t0:.0f} s)")
+    base = dict(length=1.0, thick=0.1, stiffness=1e8, density=1000.0)
+    beams = [(base, 3)] if quick else [(base, 3), (base, 5), ({**base, "length": 0.6, "thick": 0.05}, 3),
+                                       ({**base, "stiffness": 2e8}, 3), ({**base, "density": 2000.0}, 3)]
+    sags = {}
+    for b, res in beams:
+        sag, freq, secs = cantilever(settings, per_thickness=res, **b)
+        sags[(b["stiffness"], b["density"], b["length"], res)] = sag
+        th_sag, th_freq = beam_theory(**b)
+        tag = f"L={b['length']:g} a={b['thick']:g} E={b['stiffness']:.0e} rho={b['density']:g} {res}/a"
+        checks.append(Check(f"cantilever {tag}: static tip sag", sag, th_sag, 0.10, "m"))
+        checks.append(Check(f"cantilever {tag}: 1st bending freq", freq, th_freq, 0.10, "Hz"))
+        log(f"  beam {tag} done ({secs:.0f} s)")
+    if not quick:
+        ref = sags[(1e8, 1000.0, 1.0, 3)]
+        checks.append(Check("sag ratio E x2 (expect rho/E ratio 0.5)", sags[(2e8, 1000.0, 1.0, 3)] / ref, 0.5, 0.05))
+        checks.append(Check("sag ratio rho x2 (expect 2.0)", sags[(1e8, 2000.0, 1.0, 3)] / ref, 2.0, 0.05))
+        c, _ = cloth_strip(settings)
+        checks.append(c)
+        log(f"  cloth strip done ({time.perf_counter() - t0:.0f} s)")
+    checks.append(pin_check(settings))
+    return checks
+
+
+def pin_check(settings) -> Check:
+    v, f = box_mesh((0.5, 0.05, 0.05), (10, 1, 1))
+    pins = np.nonzero(v[:, 0] <= 1e-9)[0]
+    pos, _ = _run(v, f, settings, frames=24, fps=24, stiffness=1e6, density=1000.0, pins=pins)
+    diag = float(np.linalg.norm(v.max(0) - v.min(0)))
+    moved = float(np.abs(pos[:, pins] - v[pins]).max()) / diag
+    return Check("pinned vertices: max move / diagonal", moved, 0.0, 1e-6, absolute=True)
+
+
+def format_table(checks: list[Check]) -> str:
+    rows = ["| check | measured | analytic | error | tolerance | result |", "|---|---|---|---|---|---|"]
+    for c in checks:
+        err = f"{c.error:.2e}" if c.absolute else f"{100 * c.error:+.1f}%".replace("+", "")
+        signed = "" if c.absolute else f" ({100 * (c.measured - c.expected) / c.expected:+.1f}%)"
+        tol = f"{c.tolerance:.0e}" if c.absolute else f"{100 * c.tolerance:g}%"
+        rows.append(f"| {c.name} | {c.measured:.4g} {c.unit} | {c.expected:.4g} {c.unit} | {err}{signed} | {tol} | "
+                    f"{'pass' if c.ok else 'FAIL'} |")
+    return "\n".join(rows)
+
+
+def main(quick: bool = False) -> int:
+    start = time.perf_counter()
+    s = REFERENCE
+    print(f"reference settings: {s.substep_rate:g} substeps/s x {s.iterations} VBD iterations, "
+          f"{'embedded lattice' if s.embedded else 'conforming tets'}")
+    checks = run_validation(quick=quick)
+    print(format_table(checks))
+    print(f"{sum(c.ok for c in checks)}/{len(checks)} checks passed in {time.perf_counter() - start:.0f} s")
+    return 0 if all(c.ok for c in checks) else 1
