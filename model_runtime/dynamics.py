@@ -34,7 +34,8 @@ class Body:
     rest: torch.Tensor  # (N, 3) query rest positions relative to the centre of mass
     center: torch.Tensor  # (3,) centre of mass at rest
     phi: torch.Tensor  # (3N, P) basis fields in metres per unit coefficient
-    U: torch.Tensor  # (k, r) reduced latent basis
+    U: torch.Tensor  # (k, r) reduced latent basis (modal coordinates at rest)
+    added_mass: torch.Tensor  # (r,) modal mass added to modes above the frame rate's reach
     code: torch.Tensor  # (code_dim,) shape code for g
     coeff: CoefficientMLP
     g0: torch.Tensor  # g(0, e): subtracted so that z = 0 is the rest shape
@@ -152,6 +153,8 @@ class Dynamics(torch.nn.Module):
         f = self.forces(x, xd) - b_.mass[:, None] * bias
         mA = A * self.mass3[:, None]
         M = A.T @ mA
+        latent = slice(M.shape[0] - b_.n_latent, None)
+        M[latent, latent] += torch.diag(b_.added_mass)
         ud = torch.linalg.solve(M, A.T @ f.reshape(-1))
         st = self.state
         _, quat, _, v, w, qd = st.split(y)
@@ -164,7 +167,8 @@ class Dynamics(torch.nn.Module):
         b_ = self.body
         x, xd, _, _ = self.kinematics(y)
         length = (x[b_.spring_j] - x[b_.spring_i]).norm(dim=1)
-        kinetic = 0.5 * (b_.mass[:, None] * xd * xd).sum()
+        qd = self.state.split(y)[5]
+        kinetic = 0.5 * (b_.mass[:, None] * xd * xd).sum() + 0.5 * (b_.added_mass * qd * qd).sum()
         elastic = 0.5 * (b_.spring_k * (length - b_.spring_rest) ** 2).sum()
         gravitational = -(b_.mass[:, None] * x * b_.gravity).sum()
-        return {"kinetic": float(kinetic), "elastic": float(elastic), "gravitational": float(gravitational)}
+        return {"kinetic": kinetic.item(), "elastic": elastic.item(), "gravitational": gravitational.item()}

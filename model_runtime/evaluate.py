@@ -36,7 +36,6 @@ Writes ``evaluate.json``, ``evaluate.md`` (tables) and PNG plots into ``--out``.
 """
 
 import argparse
-import copy
 import json
 import os
 import re
@@ -214,7 +213,7 @@ def run_states(sim, vertices, faces, p: SimParams):
     mesh = meshlib.validate(vertices, faces)
     enc = sim.encode(mesh, p.pins)
     with torch.no_grad():
-        plan = build_body(enc, p, sim.model)
+        plan = build_body(enc, p, sim.coeff)
         states = integrate(plan.body, p, plan.substeps, "rk4", lambda *a: None, None)
         positions = decode_frames(enc, plan, states)
         dyn = Dynamics(plan.body)
@@ -392,9 +391,7 @@ def evaluate(weights: str | None, data: str | None, meshes: str | None, out: str
     out_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
     sim = Simulator(weights)
-    # A private float32 copy for reconstruction: simulator.build_body casts the shared decoder.coeff to float64
-    # in place.
-    model = copy.deepcopy(sim.model).float().eval()
+    model = sim.model
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     report: dict = {"weights": str(weights) if weights else "shipped", "settings": {

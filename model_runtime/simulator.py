@@ -6,6 +6,7 @@ Lagrangian body for the parameters -> integrate with torchdiffeq.odeint frame ch
 cancel between chunks) -> decode every frame at every vertex with one matrix product per chunk.
 """
 
+import copy
 import hashlib
 import math
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from torchdiffeq import odeint
 from . import mesh as meshlib
 from .dynamics import DTYPE, Body, Dynamics, State, quat_to_matrix, skew
 from .errors import Cancelled, SimulationError
-from .model import NeuROK
+from .model import CoefficientMLP, NeuROK
 from .params import SimParams, make_params
 from .weights import load_model
 
@@ -27,9 +28,10 @@ QUERY_POINTS = 256
 VERTEX_CHUNK = 8192
 NEIGHBOURS = 10
 PIN_RADIUS = 0.05  # fraction of the diagonal over which the pin correction fades out
-MAX_SUBSTEPS = 6
-STABLE_STEP = 0.5  # omega * dt of the fastest kept mode: RK4 is stable to 2.8, but loses (omega dt)^6/72 of
-# its energy per step, so accuracy, not stability, sets this
+MODE_CUT = 2 * math.pi / 6  # omega * frame time above which modes are slowed (a period shorter than 6 frames)
+STABLE_STEP = 0.3  # omega * step for RK4: stable to 2.8, but it loses ~(omega step)^6 / 72 of the energy per step
+MAX_SUBSTEPS = 16  # only strong drag or ground contact need more than ceil(MODE_CUT / STABLE_STEP) = 4
+RTOL, ATOL = 1e-4, 1e-7  # adaptive methods (dopri5...): state error per step
 FIXED_STEP_METHODS = {"euler", "midpoint", "rk4", "explicit_adams", "implicit_adams"}
 
 Progress = Callable[[float, str], None]
@@ -68,6 +70,7 @@ class Simulator:
 
     def __init__(self, weights: str | None = None):
         self.model: NeuROK = load_model(weights)
+        self.coeff = copy.deepcopy(self.model.decoder.coeff).double()  # the ODE runs in float64
         self._cache: tuple[str, Encoding] | None = None
 
     @torch.no_grad()
@@ -79,7 +82,7 @@ class Simulator:
         progress = progress or (lambda fraction, message: None)
         progress(0.0, "encoding mesh")
         enc = self.encode(mesh, params.pins)
-        plan = build_body(enc, params, self.model)
+        plan = build_body(enc, params, self.coeff)
         progress(0.05, "integrating latent dynamics")
         states = integrate(plan.body, params, plan.substeps, method, progress, should_cancel)
         progress(0.95, "decoding frames")
@@ -178,7 +181,9 @@ def _spring_graph(points: np.ndarray, rng: np.random.Generator) -> tuple[np.ndar
     return edges[:, 0], edges[:, 1]
 
 
-def build_body(enc: Encoding, p: SimParams, model: NeuROK) -> Plan:
+@torch.no_grad()
+def build_body(enc: Encoding, p: SimParams, coeff: CoefficientMLP) -> Plan:
+    """Physical body for the parameters; ``coeff`` is the decoder's coefficient MLP in float64."""
     """Physical body for the parameters, its reduced latent basis and the RK4 substeps per frame."""
     n = len(enc.queries)
     volume = enc.volume if enc.closed else enc.area * p.thickness
@@ -199,23 +204,26 @@ def build_body(enc: Encoding, p: SimParams, model: NeuROK) -> Plan:
     # Uniform strain e along a random direction stores sum k L^2 e^2 / 10 in the springs (mean cos^4 = 1/5);
     # equating it with the continuum's E e^2 V / 2 gives the spring constant for Young's modulus E.
     k_spring = 5.0 * p.stiffness * volume / float((length**2).sum())
-    coeff = model.decoder.coeff.double()
     code = enc.code
     dt = 1.0 / p.fps
-    omega_cut = STABLE_STEP * MAX_SUBSTEPS / dt
-    U, omega = _reduced_basis(coeff, code, phi, mass, d / length[:, None], si, sj, k_spring, omega_cut)
-    omega_max = float(omega.max()) if len(omega) else 0.0
-    ground_omega = MAX_SUBSTEPS / dt / 2 if p.ground is not None else 0.0
+    U, omega = _reduced_basis(coeff, code, phi, mass, d / length[:, None], si, sj, k_spring)
+    # Mass scaling: modes faster than the frame rate can show get extra modal mass that slows them to omega_cut.
+    # Their static deflection (which depends only on stiffness) is kept exactly; only their unseeable high-frequency
+    # ringing is slowed, and the explicit step stays affordable.
+    omega_cut = MODE_CUT / dt
+    added_mass = ((omega / omega_cut) ** 2 - 1.0).clamp_min(0.0)
+    omega_max = min(float(omega.max()), omega_cut)
+    ground_omega = 2.0 * omega_cut if p.ground is not None else 0.0
     rate = max(omega_max, p.drag, ground_omega, p.damping * omega_max**2)
     substeps = int(min(MAX_SUBSTEPS, max(1, math.ceil(rate * dt / STABLE_STEP))))
     step = dt / substeps
     # Stiffness-proportional damping of the fastest kept mode is capped at what an explicit step can resolve.
     damping = min(p.damping, STABLE_STEP / max(omega_max**2 * step, 1e-12))
-    body = Body(rest=rest, center=com, phi=phi, U=U, code=code, coeff=coeff, g0=coeff(torch.zeros(U.shape[0],
-                dtype=DTYPE), code), mass=mass, spring_i=si, spring_j=sj,
-                spring_rest=length, spring_k=torch.full_like(length, k_spring), damping=damping, drag=p.drag,
-                gravity=torch.as_tensor(p.gravity, dtype=DTYPE), ground=p.ground, ground_k=(0.5 / step) ** 2,
-                free=not enc.pinned)
+    g0 = coeff(torch.zeros(U.shape[0], dtype=DTYPE), code)
+    body = Body(rest=rest, center=com, phi=phi, U=U, added_mass=added_mass, code=code, coeff=coeff, g0=g0, mass=mass,
+                spring_i=si, spring_j=sj, spring_rest=length, spring_k=torch.full_like(length, k_spring),
+                damping=damping, drag=p.drag, gravity=torch.as_tensor(p.gravity, dtype=DTYPE), ground=p.ground,
+                ground_k=(0.5 / step) ** 2, free=not enc.pinned)
     return Plan(body, substeps, rigid)
 
 
@@ -240,14 +248,12 @@ def _rigid_fields(points: torch.Tensor) -> torch.Tensor:
     return torch.cat([torch.eye(3, dtype=DTYPE).expand(n, 3, 3), -skew(points)], dim=2).reshape(3 * n, 6)
 
 
-def _reduced_basis(coeff, code, phi, mass, directions, si, sj, k_spring, omega_cut):
-    """Reduced latent basis U (k, r): the active subspace of the decoder at rest, cut at a frequency.
+def _reduced_basis(coeff, code, phi, mass, directions, si, sj, k_spring):
+    """Reduced latent basis U (k, r) in vibration modes of the linearized body, and their frequencies (rad/s).
 
-    Directions of z that barely move the decoded shape are dropped (the mass matrix is singular along them), then
-    the remaining ones are split into vibration modes of the linearized body (K v = omega^2 M v). Modes above
-    omega_cut vibrate faster than the frame rate can show and their static deflection under gravity is below
-    g / omega_cut^2 (< 0.1 mm at 24 fps); dropping them keeps the explicit integration stable and cheap.
-    Returns U with M-orthonormal columns and the kept angular frequencies (rad/s).
+    Directions of z that barely move the decoded shape are dropped (the mass matrix is singular along them): the
+    active subspace of the decoder at rest. The rest are split into modes K v = omega^2 M v; U's columns are
+    M-orthonormal, so q are modal coordinates at rest.
     """
     k = coeff.l1.in_features - len(code)
     z0 = torch.zeros(k, dtype=DTYPE)
@@ -265,11 +271,10 @@ def _reduced_basis(coeff, code, phi, mass, directions, si, sj, k_spring, omega_c
     stretch = (directions[:, :, None] * (Jb[sj] - Jb[si])).sum(1)  # (E, a): spring length change per coordinate
     K = k_spring * stretch.T @ stretch
     w2, modes = torch.linalg.eigh(K)
-    omega = w2.clamp_min(0.0).sqrt()
-    keep = omega <= omega_cut  # may keep none: the body is then too stiff to deform visibly and moves rigidly
-    return B @ modes[:, keep], omega[keep]
+    return B @ modes, w2.clamp_min(0.0).sqrt()
 
 
+@torch.no_grad()
 def integrate(body: Body, p: SimParams, substeps: int, method: str, progress: Progress,
               should_cancel: Callable[[], bool] | None) -> torch.Tensor:
     """States at every frame time (frames+1, state size), integrated in chunks so progress and cancel work."""
@@ -277,7 +282,7 @@ def integrate(body: Body, p: SimParams, substeps: int, method: str, progress: Pr
     y0 = _initial_state(dyn, p)
     dt = 1.0 / p.fps
     options = {"step_size": dt / substeps} if method in FIXED_STEP_METHODS else {}
-    tol = {} if method in FIXED_STEP_METHODS else {"rtol": 1e-6, "atol": 1e-9}
+    tol = {} if method in FIXED_STEP_METHODS else {"rtol": RTOL, "atol": ATOL}
     chunk = max(1, min(24, p.frames // 10 or 1))
     states = [y0]
     limit = 10.0 * float(body.rest.norm(dim=1).max()) + 1e-9

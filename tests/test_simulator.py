@@ -5,7 +5,7 @@ import pytest
 
 from model_runtime import simulate
 from model_runtime.errors import MeshError, ParameterError
-from model_runtime.mesh import read_obj
+from model_runtime.mesh import read_obj, validate
 from model_runtime.params import make_params
 from model_runtime.simulator import Simulator, build_body, integrate
 from model_runtime.weights import DEFAULT_WEIGHTS
@@ -127,8 +127,7 @@ def test_energy_is_conserved_without_drag_or_damping(sim, cloth):
 
     v, f, pins = cloth
     p = make_params(frames=48, fps=FPS, num_vertices=len(v), material="cloth", pins=pins, drag=0.0, damping=0.0)
-    plan = build_body(sim.encode(__import__("model_runtime.mesh", fromlist=["validate"]).validate(v, f), p.pins), p,
-                      sim.model)
+    plan = build_body(sim.encode(validate(v, f), p.pins), p, sim.coeff)
     states = integrate(plan.body, p, plan.substeps, "dopri5", lambda *a: None, None)
     dyn = Dynamics(plan.body)
     energies = np.array([sum(dyn.energy(y).values()) for y in states])
