@@ -31,6 +31,8 @@ PIN_RADIUS = 0.05  # fraction of the diagonal over which the pin correction fade
 MODE_CUT = 2 * math.pi / 6  # omega * frame time above which modes are slowed (a period shorter than 6 frames)
 STABLE_STEP = 0.3  # omega * step for RK4: stable to 2.8, but it loses ~(omega step)^6 / 72 of the energy per step
 MAX_SUBSTEPS = 16  # only strong drag or ground contact need more than ceil(MODE_CUT / STABLE_STEP) = 4
+MEMBRANE_STRAIN = 0.1  # strain under self-weight below which a shell's membrane is not resolved (see below)
+STANDARD_GRAVITY = 9.81
 RTOL, ATOL = 1e-4, 1e-7  # adaptive methods (dopri5...): state error per step
 FIXED_STEP_METHODS = {"euler", "midpoint", "rk4", "explicit_adams", "implicit_adams"}
 
@@ -135,7 +137,7 @@ def encode_mesh(model: NeuROK, mesh: meshlib.Mesh, pins: np.ndarray) -> Encoding
     centroid = (mesh.vertices[mesh.faces].mean(1) * areas[:, None]).sum(0) / areas.sum()
     return Encoding(vertices=mesh.vertices, center=center, scale=scale, queries=queries, centroid=centroid,
                     phi_q=phi_q, phi_v=phi_v,
-                    code=code[0].double(), springs=_spring_graph(queries / scale, rng), pinned=bool(len(pins)),
+                    code=code[0].double(), springs=_spring_graph(queries / scale, rng, closed), pinned=bool(len(pins)),
                     closed=closed, area=meshlib.total_area(mesh),
                     volume=meshlib.enclosed_volume(mesh) if closed else 0.0)
 
@@ -161,16 +163,17 @@ def _hold_pins(vertices, pins, queries, phi_q, phi_v, scale):
     return correct(queries, phi_q), correct(vertices, phi_v)
 
 
-def _spring_graph(points: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Undirected edges: each point to its NEIGHBOURS nearest, plus a few longer ones so solids resist bending
-    through their interior rather than acting as hollow shells."""
+def _spring_graph(points: np.ndarray, rng: np.random.Generator, solid: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Undirected edges: each point to its NEIGHBOURS nearest and, for solids, a few longer ones so they resist
+    bending through their interior rather than acting as hollow shells. Open surfaces get no long springs: a
+    chord across a sheet shortens when the sheet bends, which would make cloth stiff as a board."""
     d = np.linalg.norm(points[:, None] - points[None], axis=-1)
     np.fill_diagonal(d, np.inf)
     near = np.argsort(d, axis=1)[:, :NEIGHBOURS]
     i = np.repeat(np.arange(len(points)), NEIGHBOURS)
     j = near.reshape(-1)
     far_i, far_j = [], []
-    for a in range(len(points)):
+    for a in range(len(points) if solid else 0):
         band = np.nonzero((d[a] > 0.1) & (d[a] < 0.4))[0]
         if len(band):
             far_j.append(rng.choice(band, size=min(3, len(band)), replace=False))
@@ -203,7 +206,7 @@ def build_body(enc: Encoding, p: SimParams, coeff: CoefficientMLP) -> Plan:
     length = d.norm(dim=1)
     # Uniform strain e along a random direction stores sum k L^2 e^2 / 10 in the springs (mean cos^4 = 1/5);
     # equating it with the continuum's E e^2 V / 2 gives the spring constant for Young's modulus E.
-    k_spring = 5.0 * p.stiffness * volume / float((length**2).sum())
+    k_spring = 5.0 * _effective_stiffness(enc, p) * volume / float((length**2).sum())
     code = enc.code
     dt = 1.0 / p.fps
     U, omega = _reduced_basis(coeff, code, phi, mass, d / length[:, None], si, sj, k_spring)
@@ -225,6 +228,20 @@ def build_body(enc: Encoding, p: SimParams, coeff: CoefficientMLP) -> Plan:
                 damping=damping, drag=p.drag, gravity=torch.as_tensor(p.gravity, dtype=DTYPE), ground=p.ground,
                 ground_k=(0.5 / step) ** 2, free=not enc.pinned)
     return Plan(body, substeps, rigid)
+
+
+def _effective_stiffness(enc: Encoding, p: SimParams) -> float:
+    """Young's modulus for the spring network; relaxed for open surfaces to avoid membrane locking.
+
+    A cloth's membrane is so stiff that its real strain under its own weight is ~0.1%, while the decoder's bending
+    deformations are isometric only to a few percent. Charged at full membrane stiffness, those few percent cost
+    more than the weight can pay, and a pinned cloth stays flat (measured: a 1 m cotton sheet pinned along an edge
+    sagged 7 cm instead of hanging). As with under-integrated shell elements, the membrane is softened to the level
+    where the self-weight strain equals the decoder's resolution, MEMBRANE_STRAIN.
+    """
+    if enc.closed:
+        return p.stiffness
+    return min(p.stiffness, p.density * STANDARD_GRAVITY * enc.scale / MEMBRANE_STRAIN)
 
 
 def _point_masses(points: torch.Tensor, centroid: torch.Tensor, total: float) -> torch.Tensor:
