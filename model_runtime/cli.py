@@ -53,8 +53,9 @@ def _run_physics(args: argparse.Namespace, engine: str) -> int:
     params = params_from_args(args, len(mesh.vertices))
     bar = ProgressBar(engine)
     if engine == "simulate":
-        from .simulator import simulate_params
-        positions = simulate_params(mesh.vertices, mesh.faces, params, progress=bar.update)
+        from .simulator import DEFAULT_METHOD, Simulator
+        positions = Simulator(args.weights).simulate(mesh.vertices, mesh.faces, params, bar.update,
+                                                     method=args.method or DEFAULT_METHOD)
     else:
         from .data.reference import simulate_reference
         positions = simulate_reference(mesh.vertices, mesh.faces, params, progress=bar.update)
@@ -68,7 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m model_runtime", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    add_physics_arguments(sub.add_parser("simulate", help="animate a mesh with the learned NeuROK model"))
+    sim = sub.add_parser("simulate", help="animate a mesh with the learned NeuROK model")
+    add_physics_arguments(sim)
+    sim.add_argument("--method", default=None, help="torchdiffeq solver (default dopri5; e.g. rk4, midpoint)")
+    sim.add_argument("--weights", default=None, help="model weights (.safetensors); default: the shipped model")
     add_physics_arguments(sub.add_parser("reference", help="animate a mesh with the reference physics simulator"))
 
     data = sub.add_parser("data", help="make and inspect the training dataset").add_subparsers(dest="data_command",

@@ -208,13 +208,13 @@ def _test_bodies() -> dict:
 def run_states(sim, vertices, faces, p: SimParams):
     """Positions (T+1, V, 3) and energies per frame through the simulator's own pipeline functions."""
     from .dynamics import Dynamics
-    from .simulator import build_body, decode_frames, integrate
+    from .simulator import DEFAULT_METHOD, build_body, decode_frames, integrate
 
     mesh = meshlib.validate(vertices, faces)
     enc = sim.encode(mesh, p.pins)
     with torch.no_grad():
         plan = build_body(enc, p, sim.coeff)
-        states = integrate(plan.body, p, plan.substeps, "rk4", lambda *a: None, None)
+        states = integrate(plan.body, p, plan.substeps, DEFAULT_METHOD, lambda *a: None, None)
         positions = decode_frames(enc, plan, states)
         dyn = Dynamics(plan.body)
         energy = [dyn.energy(y) for y in states]
