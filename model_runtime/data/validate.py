@@ -12,6 +12,7 @@ import numpy as np
 
 from ..params import make_params
 from .reference import REFERENCE, SolverSettings, simulate_reference
+from .shapes import box_surface
 
 G = 9.81
 
@@ -38,35 +39,9 @@ class Check:
 
 
 def box_mesh(size, divisions) -> tuple[np.ndarray, np.ndarray]:
-    """A closed, outward-oriented triangulated box [0, sx] x [-sy/2, sy/2] x [-sz/2, sz/2]."""
-    size = np.asarray(size, float)
-    n = np.asarray(divisions, int)
-    verts, faces, index = [], [], {}
-
-    def vid(p):
-        key = tuple(np.round(p, 12))
-        if key not in index:
-            index[key] = len(verts)
-            verts.append(p)
-        return index[key]
-
-    lo = np.array([0.0, -size[1] / 2, -size[2] / 2])
-    for axis in range(3):
-        u, w = [(axis + 1) % 3, (axis + 2) % 3]
-        for side in (0, 1):
-            for i in range(n[u]):
-                for j in range(n[w]):
-                    quad = []
-                    for di, dj in ((0, 0), (1, 0), (1, 1), (0, 1)):
-                        p = lo.copy()
-                        p[axis] += side * size[axis]
-                        p[u] += (i + di) * size[u] / n[u]
-                        p[w] += (j + dj) * size[w] / n[w]
-                        quad.append(vid(p))
-                    a, b, c, d = quad
-                    tri = [(a, b, c), (a, c, d)] if side == 1 else [(a, c, b), (a, d, c)]
-                    faces.extend(tri)
-    return np.array(verts), np.array(faces, np.int64)
+    """A closed, outward-oriented triangulated box [0, sx] x [-sy/2, sy/2] x [-sz/2, sz/2] (clamped at x = 0)."""
+    v, f = box_surface(tuple(divisions), tuple(size))
+    return v + [size[0] / 2, 0.0, 0.0], f
 
 
 def _run(v, f, settings, **kw):
