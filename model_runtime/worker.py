@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 from . import protocol
 from .errors import Cancelled, NeuROKError
+from .mesh import validate
 from .params import make_params
 
 PROGRESS_INTERVAL = 0.05  # s: more frequent progress messages would only cost the client redraws
@@ -82,6 +83,7 @@ class Worker:
                 params = make_params(**options, pins=msg.arrays.get("pins"), num_vertices=len(vertices))
             except TypeError as exc:  # an unknown or repeated option name
                 raise protocol.ProtocolError(f"bad simulation options: {exc}") from exc
+            validate(vertices, faces)  # a bad mesh is reported before the first request pays for loading torch
             if self.simulator is None:
                 progress(0.0, "loading the NeuROK model")
                 from .simulator import Simulator  # torch loads here, not at worker start
