@@ -52,7 +52,7 @@ class Encoding:
     queries: np.ndarray  # (N, 3) physical query positions on the surface
     centroid: np.ndarray  # area-weighted surface centroid: the centre of mass of the surface-mass model
     phi_q: torch.Tensor  # (N, 3, P) normalized basis at queries, pins corrected
-    phi_v: torch.Tensor  # (V, 3, P) normalized basis at vertices, pins corrected
+    phi_v: torch.Tensor  # (V, 3, P) float32 normalized basis at vertices, pins corrected
     code: torch.Tensor
     springs: tuple[np.ndarray, np.ndarray]
     pinned: bool
@@ -97,7 +97,7 @@ class Simulator:
             raise SimulationError("the simulation produced non-finite positions; try a stiffer material, a lower "
                                   "gravity or more drag")
         progress(1.0, "done")
-        return positions.astype(np.float32)
+        return positions
 
     @torch.no_grad()
     def encode(self, mesh: meshlib.Mesh, pins: np.ndarray) -> Encoding:
@@ -129,9 +129,9 @@ def encode_mesh(model: NeuROK, mesh: meshlib.Mesh, pins: np.ndarray) -> Encoding
     queries, q_pin = surface(QUERY_POINTS)
     phi_q = model.decoder.basis(normalized(queries), q_pin, tokens)[0].double()
     vertex_pin = torch.as_tensor(pin_mask)[None]
-    phi_v = torch.cat([
+    phi_v = torch.cat([  # float32: at ~0.8 kB a vertex it is the largest thing kept per mesh
         model.decoder.basis(normalized(mesh.vertices[i:i + VERTEX_CHUNK]), vertex_pin[:, i:i + VERTEX_CHUNK],
-                            tokens)[0].double()
+                            tokens)[0]
         for i in range(0, len(mesh.vertices), VERTEX_CHUNK)])
     if len(pins):
         phi_q, phi_v = _hold_pins(mesh.vertices, pins, queries, phi_q, phi_v, scale)
@@ -159,8 +159,8 @@ def _hold_pins(vertices, pins, queries, phi_q, phi_v, scale):
         out = []
         for i in range(0, len(points), VERTEX_CHUNK):
             d, j = torch.cdist(torch.as_tensor(points[i:i + VERTEX_CHUNK]), pinned_pos).min(dim=1)
-            alpha = torch.exp(-(d / r) ** 2)
-            out.append(phi[i:i + VERTEX_CHUNK] - alpha[:, None, None] * pinned_phi[j])
+            alpha = torch.exp(-(d / r) ** 2).to(phi.dtype)
+            out.append(phi[i:i + VERTEX_CHUNK] - alpha[:, None, None] * pinned_phi[j].to(phi.dtype))
         return torch.cat(out)
 
     return correct(queries, phi_q), correct(vertices, phi_v)
@@ -358,30 +358,30 @@ def _initial_state(dyn: Dynamics, p: SimParams) -> torch.Tensor:
     return y
 
 
+@torch.no_grad()
 def decode_frames(enc: Encoding, plan: Plan, states: torch.Tensor) -> np.ndarray:
-    """Vertex positions (T, V, 3) float64 for every integrated state: x = c + t + R (X - c + Phi_v a)."""
+    """Vertex positions (T, V, 3) float32 for every integrated state: x = c + t + R (X - c + Phi_v a).
+
+    Vertices are decoded in chunks so that memory beyond the output itself stays bounded for any mesh size.
+    """
     body = plan.body
     st = Dynamics(body).state
     T, V = len(states), len(enc.vertices)
-    out = np.empty((T, V, 3), np.float64)
-    rest_v = torch.as_tensor(enc.vertices, dtype=DTYPE) - body.center
-    phi_v = (enc.phi_v * enc.scale).reshape(3 * V, -1)
-    if plan.rigid is not None:
-        phi_v = phi_v - _rigid_fields(rest_v) @ plan.rigid
-    with torch.no_grad():
-        parts = [st.split(y) for y in states]
-        Z = torch.stack([body.U @ q for _, _, q, _, _, _ in parts])
-        A = body.coeff(Z, body.code.expand(T, -1)) - body.g0
-        for f0 in range(0, T, 16):
-            disp = (phi_v @ A[f0:f0 + 16].T).T.reshape(-1, V, 3)
-            for i, f in enumerate(range(f0, min(T, f0 + 16))):
-                y_body = rest_v + disp[i]
-                t, quat, *_ = parts[f]
-                if body.free:
-                    y_body = body.center + t + y_body @ quat_to_matrix(quat).T
-                else:
-                    y_body = body.center + y_body
-                out[f] = y_body.numpy()
+    parts = [st.split(y) for y in states]
+    A = body.coeff(torch.stack([body.U @ q for _, _, q, _, _, _ in parts]), body.code.expand(T, -1)) - body.g0
+    if body.free:
+        R = torch.stack([quat_to_matrix(quat) for _, quat, *_ in parts])
+        shift = body.center + torch.stack([t for t, *_ in parts])
+    else:
+        R, shift = torch.eye(3, dtype=DTYPE).expand(T, 3, 3), body.center.expand(T, 3)
+    out = np.empty((T, V, 3), np.float32)
+    for v0 in range(0, V, VERTEX_CHUNK):
+        rest = torch.as_tensor(enc.vertices[v0:v0 + VERTEX_CHUNK], dtype=DTYPE) - body.center
+        phi = enc.phi_v[v0:v0 + VERTEX_CHUNK].to(DTYPE).reshape(-1, A.shape[1]) * enc.scale
+        if plan.rigid is not None:
+            phi = phi - _rigid_fields(rest) @ plan.rigid
+        y_body = rest + (A @ phi.T).reshape(T, -1, 3)
+        out[:, v0:v0 + VERTEX_CHUNK] = (torch.einsum("tvj,tij->tvi", y_body, R) + shift[:, None]).numpy()
     return out
 
 
