@@ -66,3 +66,20 @@ def test_kabsch_recovers_a_rigid_motion():
     R, t = kabsch(src, src @ q.T + [1.0, 2.0, 3.0])
     np.testing.assert_allclose(R, q, atol=1e-9)
     np.testing.assert_allclose(t, [1.0, 2.0, 3.0], atol=1e-9)
+
+
+def test_torchrun_trains_with_two_processes(tiny_config, tmp_path):
+    """DDP over gloo on the CPU: two ranks step together and rank 0 writes the log and the weights."""
+    import subprocess
+    import sys
+
+    path, cfg = tiny_config
+    cfg.update(steps=20, val_every=20, ckpt_every=20)
+    path.write_text(json.dumps(cfg))
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m",
+                           "model_runtime", "train", "--config", str(path)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    steps = [json.loads(line)["step"] for line in open(f"{cfg['out']}/log.jsonl")]
+    assert steps[-1] == 20
+    load_model(f"{cfg['out']}/neurok.safetensors")
