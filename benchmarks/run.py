@@ -57,7 +57,7 @@ FULL = dict(
 )
 QUICK = dict(
     cloth=[31], soft=[4], repeats=2, warm_grid=31, warm_repeats=2,
-    scale_vertices=[1_000, 4_000], scale_frames=[25], scale_base_frames=25, scale_base_vertices=1_000,
+    scale_vertices=[1_000, 4_000], scale_frames=[25, 50], scale_base_frames=25, scale_base_vertices=1_000,
     fidelity_limit=1, physics=False,
 )
 
@@ -382,7 +382,8 @@ def scaling_point(vertices: int, frames: int) -> dict:
     t = time.perf_counter()
     sim.simulate(v, f, params)
     resim = time.perf_counter() - t
-    return {"vertices": int(len(v)), "frames": int(frames), "load_seconds": load, "seconds": seconds,
+    return {"target_vertices": int(vertices), "vertices": int(len(v)), "frames": int(frames),
+            "load_seconds": load, "seconds": seconds,
             "resimulate_seconds": resim, "rss_loaded_mib": rss_loaded, "rss_peak_mib": rss_peak,
             "rss_peak_after_resimulate_mib": maxrss_mib(), "result_mib": out.nbytes / 2**20}
 
@@ -397,7 +398,8 @@ def scaling(cfg: dict, images: Path, tag: str) -> dict:
                               cwd=ROOT, capture_output=True, text=True)
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
         if proc.returncode != 0 or not lines:
-            rows.append({"vertices": v, "frames": f, "error": (proc.stderr.strip().splitlines() or ["?"])[-1]})
+            error = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+            rows.append({"target_vertices": v, "vertices": v, "frames": f, "error": error})
             log(f"  failed: {rows[-1]['error']}")
             continue
         rows.append(json.loads(lines[-1]))
@@ -408,15 +410,19 @@ def scaling(cfg: dict, images: Path, tag: str) -> dict:
     fit = None
     if len({r["vertices"] * r["frames"] for r in ok}) >= 2:
         x = np.array([r["vertices"] * r["frames"] for r in ok], float)
-        y = np.array([r["seconds"] for r in ok])
-        (b, a), *_ = np.linalg.lstsq(np.stack([x, np.ones_like(x)], 1), y, rcond=None)
-        pred = a + b * x
-        r2 = 1.0 - float(((y - pred) ** 2).sum() / max(((y - y.mean()) ** 2).sum(), 1e-300))
-        xm = np.array([r["vertices"] * r["frames"] for r in ok], float)
-        ym = np.array([r["rss_peak_mib"] - r["rss_loaded_mib"] for r in ok])
-        (bm, am), *_ = np.linalg.lstsq(np.stack([xm, np.ones_like(xm)], 1), ym, rcond=None)
-        fit = {"a_seconds": float(a), "b_seconds_per_vertex_frame": float(b), "r2": r2,
-               "mem_a_mib": float(am), "mem_b_mib_per_vertex_frame": float(bm)}
+
+        def linear(y):  # least squares y = a + b x, and its R^2
+            y = np.asarray(y, float)
+            (b, a), *_ = np.linalg.lstsq(np.stack([x, np.ones_like(x)], 1), y, rcond=None)
+            r2 = 1.0 - float(((y - a - b * x) ** 2).sum() / max(((y - y.mean()) ** 2).sum(), 1e-300))
+            return float(a), float(b), r2
+
+        a, b, r2 = linear([r["seconds"] for r in ok])
+        ra, rb, rr2 = linear([r["resimulate_seconds"] for r in ok])
+        am, bm, _ = linear([r["rss_peak_mib"] - r["rss_loaded_mib"] for r in ok])
+        fit = {"a_seconds": a, "b_seconds_per_vertex_frame": b, "r2": r2, "resim_a_seconds": ra,
+               "resim_b_seconds_per_vertex_frame": rb, "resim_r2": rr2, "mem_a_mib": am,
+               "mem_b_mib_per_vertex_frame": bm}
     plot = None
     if ok:
         plot = images / f"benchmark_scaling{tag}.png"
@@ -432,7 +438,7 @@ def plot_scaling(rows: list[dict], fit: dict | None, cfg: dict, path: Path) -> N
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     series = [("vertices", "frames", cfg["scale_base_frames"], axes[0], "vertices"),
-              ("frames", "vertices", cfg["scale_base_vertices"], axes[1], "frames")]
+              ("frames", "target_vertices", cfg["scale_base_vertices"], axes[1], "frames")]
     for key, fixed, value, ax, label in series:
         pts = sorted((r for r in rows if r[fixed] == value), key=lambda r: r[key])
         if not pts:
@@ -441,8 +447,8 @@ def plot_scaling(rows: list[dict], fit: dict | None, cfg: dict, path: Path) -> N
         ax.plot(xs, [r["seconds"] for r in pts], "o-", label="simulate (new mesh)")
         ax.plot(xs, [r["resimulate_seconds"] for r in pts], "s--", label="re-simulate (cached encoding)")
         if fit:
-            other = value
-            ax.plot(xs, fit["a_seconds"] + fit["b_seconds_per_vertex_frame"] * xs * other, "k:",
+            vf = np.array([r["vertices"] * r["frames"] for r in pts], float)
+            ax.plot(xs, fit["a_seconds"] + fit["b_seconds_per_vertex_frame"] * vf, "k:",
                     label=f"fit a + b V F (R$^2$ {fit['r2']:.3f})")
         ax.set_xlabel(label)
         ax.set_ylabel("seconds")
@@ -488,6 +494,10 @@ def fidelity(cfg: dict, images: Path, tag: str, meshes: str | None, data: str | 
 
 def _s(x, digits=2) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _pm(x: float, digits: int = 3) -> str:
+    return f"{'-' if x < 0 else '+'} {abs(x):.{digits}f}"
 
 
 def _verdict(ok: bool) -> str:
@@ -584,8 +594,10 @@ def report_markdown(r: dict, out: Path) -> str:
                          f"{p['result_mib']:.1f} |")
         f = sc["fit"]
         if f:
-            lines += ["", f"Least-squares fit over all points: **time = {f['a_seconds']:.3f} s + "
-                      f"{f['b_seconds_per_vertex_frame'] * 1e6:.3f} us x V x frames** (R^2 = {f['r2']:.3f}); memory "
+            lines += ["", f"Least-squares fit over all points: **time = {f['a_seconds']:.3f} s "
+                      f"{_pm(f['b_seconds_per_vertex_frame'] * 1e6)} us x V x frames** (R^2 = {f['r2']:.3f}); "
+                      f"re-simulate {f['resim_a_seconds']:.3f} s {_pm(f['resim_b_seconds_per_vertex_frame'] * 1e6)} "
+                      f"us x V x frames (R^2 = {f['resim_r2']:.3f}); memory "
                       f"above the loaded model ~ {f['mem_a_mib']:.0f} MiB + {f['mem_b_mib_per_vertex_frame'] * 1e6:.1f}"
                       " MiB per million vertex-frames."]
         if sc["plot"]:
@@ -596,7 +608,9 @@ def report_markdown(r: dict, out: Path) -> str:
         rel = os.path.relpath(fi["dir"], out.parent)
         body = fi["markdown"]
         body = re.sub(r"!\[([^\]]*)\]\(([^)/]+)\)", lambda mm: f"![{mm.group(1)}]({rel}/{mm.group(2)})", body)
-        body = re.sub(r"^(#+) ", r"#\1 ", body, flags=re.M).split("\n")[1:]  # drop its title, one level down
+        body = re.sub(r"^(#+) ", r"#\1 ", body, flags=re.M).split("\n")[1:]
+        while body and not body[0].strip():
+            body.pop(0)  # drop its title, one level down
         lines += ["## Fidelity", "",
                   f"Run in-process with `model_runtime.evaluate.evaluate`, the same as `python -m model_runtime "
                   f"evaluate --meshes {fi['meshes']} --data {fi['data']} --limit {r['config']['fidelity_limit']}"
@@ -615,6 +629,7 @@ def main(argv=None) -> int:
     parser.add_argument("--only", default="speed,scaling,fidelity", help="comma-separated sections to run")
     parser.add_argument("--meshes", default=str(ROOT.parent / "shared" / "meshes"), help="fidelity meshes folder")
     parser.add_argument("--data", default=str(ROOT / "data" / "neurok-v1"), help="dataset root (test split)")
+    parser.add_argument("--fidelity-limit", type=int, help="meshes and test sequences evaluated (default 20)")
     parser.add_argument("--scaling-point", nargs=2, type=int, metavar=("VERTICES", "FRAMES"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -622,7 +637,9 @@ def main(argv=None) -> int:
         print(json.dumps(scaling_point(*args.scaling_point)), flush=True)
         return 0
 
-    cfg = QUICK if args.quick else FULL
+    cfg = dict(QUICK if args.quick else FULL)
+    if args.fidelity_limit is not None:
+        cfg["fidelity_limit"] = args.fidelity_limit
     sections = {s.strip() for s in args.only.split(",") if s.strip()}
     out = Path(args.out).resolve()
     images = out.parent / "images"
