@@ -485,18 +485,20 @@ def fidelity(cfg: dict, images: Path, tag: str, meshes: str | None, data: str | 
 
     out = images / f"benchmark_fidelity{tag}"
     meshes = meshes if meshes and Path(meshes).is_dir() else None
+    label = meshes
     if meshes and cfg.get("smallest_mesh_only"):
         # --quick: the reference simulator dominates, so evaluate only the smallest mesh (not the first by name).
         smallest = min(Path(meshes).glob("*.obj"), key=lambda p: p.stat().st_size)
         (workdir / "meshes").mkdir()
         (workdir / "meshes" / smallest.name).symlink_to(smallest.resolve())
         meshes = str(workdir / "meshes")
+        label = f"{label} (only {smallest.name})"
     data = data if data and Path(data).is_dir() else None
     log(f"fidelity: meshes={meshes} data={data} limit={cfg['fidelity_limit']} -> {out}")
     t = time.perf_counter()
     report = evaluate.evaluate(None, data, meshes, str(out), limit=cfg["fidelity_limit"], physics=cfg["physics"],
                                log=lambda m: log("  " + m))
-    return {"dir": str(out), "seconds": time.perf_counter() - t, "meshes": meshes, "data": data,
+    return {"dir": str(out), "seconds": time.perf_counter() - t, "meshes": label, "data": data,
             "markdown": evaluate.markdown(report, out)}
 
 
