@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--config", required=True, help="JSON training config")
     t.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
 
+    c = sub.add_parser("calibrate", help="fit the weights' solid stiffness scale to Euler-Bernoulli cantilevers")
+    c.add_argument("--weights", default=None, help="weights (.safetensors) to calibrate in place; default: shipped")
+
     e = sub.add_parser("evaluate", help="measure a trained model against the reference simulator")
     e.add_argument("--weights", default=None, help="weights (.safetensors); default: the shipped model")
     e.add_argument("--data", help="dataset root (uses its test split)")
@@ -123,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
             from .train import train
             train(args.config, resume=args.resume)
             return 0
+        if args.command == "calibrate":
+            from .calibrate import run_cli
+            return run_cli(args)
         if args.command == "evaluate":
             from .evaluate import run_cli
             return run_cli(args)

@@ -66,31 +66,51 @@ def make_params(
         raise ParameterError(f"unknown material {name!r}; choose one of {', '.join(MATERIALS)}")
     preset = MATERIALS[name]
 
-    def pick(value, default):
-        return float(default if value is None else value)
+    def pick(key, value, default):
+        return _number(key, default if value is None else value)
 
     p = SimParams(
-        frames=int(frames),
-        fps=float(fps),
+        frames=_frames(frames),
+        fps=_number("fps", fps),
         gravity=_vec3("gravity", gravity),
-        drag=float(drag),
-        stiffness=pick(stiffness, preset.stiffness),
-        density=pick(density, preset.density),
-        damping=pick(damping, preset.damping),
-        poisson=pick(poisson, preset.poisson),
-        thickness=pick(thickness, preset.thickness),
+        drag=_number("drag", drag),
+        stiffness=pick("stiffness", stiffness, preset.stiffness),
+        density=pick("density", density, preset.density),
+        damping=pick("damping", damping, preset.damping),
+        poisson=pick("poisson", poisson, preset.poisson),
+        thickness=pick("thickness", thickness, preset.thickness),
         material=name,
         initial_velocity=_vec3("initial_velocity", initial_velocity),
         angular_velocity=_vec3("angular_velocity", angular_velocity),
-        ground=None if ground is None else float(ground),
+        ground=None if ground is None else _number("ground", ground),
         pins=_pins(pins, num_vertices),
     )
     _check(p)
     return p
 
 
+def _number(name: str, value) -> float:
+    """A real number (bool and strings refused), or ParameterError naming the option."""
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        raise ParameterError(f"{name} must be a number, got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ParameterError(f"{name} must be a number, got {value!r}") from exc
+
+
+def _frames(value) -> int:
+    f = _number("frames", value)
+    if not math.isfinite(f) or f != round(f):
+        raise ParameterError(f"frames must be a whole number between 1 and {MAX_FRAMES}, got {value!r}")
+    return int(f)
+
+
 def _vec3(name: str, value) -> tuple[float, float, float]:
-    v = np.asarray(value, dtype=float).reshape(-1)
+    try:
+        v = np.asarray(value, dtype=float).reshape(-1)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ParameterError(f"{name} must be three finite numbers, got {value!r}") from exc
     if v.shape != (3,) or not np.isfinite(v).all():
         raise ParameterError(f"{name} must be three finite numbers, got {value!r}")
     return (float(v[0]), float(v[1]), float(v[2]))
@@ -100,6 +120,10 @@ def _pins(pins, num_vertices: int | None) -> np.ndarray:
     if pins is None:
         return np.zeros(0, np.int64)
     idx = np.asarray(pins).reshape(-1)
+    if idx.dtype != bool and not np.issubdtype(idx.dtype, np.number):
+        raise ParameterError(f"pins must be vertex indices or a boolean mask, got {idx.dtype} values")
+    if np.iscomplexobj(idx):
+        raise ParameterError("pins must be vertex indices (integers)")
     if idx.dtype == bool:
         if num_vertices is not None and len(idx) != num_vertices:
             raise ParameterError(f"pin mask has {len(idx)} entries for {num_vertices} vertices")

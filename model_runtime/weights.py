@@ -26,14 +26,25 @@ def default_weights_path() -> Path:
 
 
 def save_model(model: NeuROK, path: str | os.PathLike, extra: dict | None = None) -> None:
+    """Write the weights, their config, ``extra`` (training facts) and the model's physical calibration."""
     path = Path(path)
-    meta = {"format": FORMAT_VERSION, "config": json.dumps(model.cfg.to_dict())}
+    calibration = getattr(model, "calibration", {})
+    meta = {"format": FORMAT_VERSION, "config": json.dumps(model.cfg.to_dict()), "calibration": json.dumps(calibration)}
     if extra:
         meta["info"] = json.dumps(extra)
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
     save_file(state, str(path), metadata=meta)
     path.with_suffix(".json").write_text(json.dumps({"format": FORMAT_VERSION, "config": model.cfg.to_dict(),
+                                                     "calibration": calibration,
                                                      **({"info": extra} if extra else {})}, indent=2) + "\n")
+
+
+def read_info(path: str | os.PathLike) -> dict:
+    """The training facts stored with a weights file (empty if none)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        return json.loads((f.metadata() or {}).get("info", "{}"))
 
 
 def load_model(path: str | os.PathLike | None = None) -> NeuROK:
@@ -68,4 +79,8 @@ def load_model(path: str | os.PathLike | None = None) -> NeuROK:
     if not all(torch.isfinite(t).all() for t in state.values()):
         raise WeightsError(f"{path}: weights contain NaN or infinite values")
     model.load_state_dict(state)
+    try:
+        model.calibration = json.loads(meta.get("calibration", "{}"))
+    except ValueError as exc:
+        raise WeightsError(f"{path}: invalid calibration in the file's metadata: {exc}") from exc
     return model.eval()

@@ -127,7 +127,7 @@ def test_energy_is_conserved_without_drag_or_damping(sim, cloth):
 
     v, f, pins = cloth
     p = make_params(frames=48, fps=FPS, num_vertices=len(v), material="cloth", pins=pins, drag=0.0, damping=0.0)
-    plan = build_body(sim.encode(validate(v, f), p.pins), p, sim.coeff)
+    plan = build_body(sim.encode(validate(v, f), p.pins), p, sim.coeff, sim.locking)
     states = integrate(plan.body, p, plan.substeps, "dopri5", lambda *a: None, None)
     dyn = Dynamics(plan.body)
     energies = np.array([sum(dyn.energy(y).values()) for y in states])
@@ -146,3 +146,29 @@ def test_bad_inputs_give_clear_errors(sim, cloth):
         run(sim, v, f, density=-1.0)
     with pytest.raises(ParameterError, match="every vertex"):
         run(sim, v, f, pins=np.arange(len(v)))
+
+
+def test_calibrated_cantilever_sags_like_euler_bernoulli(sim):
+    """The shipped weights carry a locking correction fitted to cantilevers (model_runtime.calibrate)."""
+    from model_runtime.calibrate import CANTILEVERS, cantilever_ratios
+
+    assert sim.locking is not None
+    (row,) = cantilever_ratios(sim, CANTILEVERS[:1])  # L = 1 m, a = 0.1 m, E = 1e7 Pa
+    assert 0.75 < row["ratio"] < 1.33
+
+
+def test_locking_correction_leaves_axial_loading_alone(sim):
+    """A column loaded along its axis gets full stiffness; the same body loaded across gets the correction."""
+    from model_runtime.data.validate import box_mesh
+    from model_runtime.simulator import _effective_stiffness
+
+    v, f = box_mesh((1.0, 0.1, 0.1), (20, 2, 2))
+    enc = sim.encode(validate(v, f), np.zeros(0, np.int64))
+    import torch
+
+    rest = torch.as_tensor(enc.queries - enc.queries.mean(0))
+    locking = {"coefficient": 0.25, "exponent": 0.75}
+    along = make_params(gravity=(-9.81, 0, 0), stiffness=1e6)
+    across = make_params(gravity=(0, 0, -9.81), stiffness=1e6)
+    assert _effective_stiffness(enc, along, rest, locking) == pytest.approx(1e6, rel=1e-2)
+    assert _effective_stiffness(enc, across, rest, locking) < 0.1e6
