@@ -343,16 +343,22 @@ def integrate(body: Body, p: SimParams, substeps: int, method: str, progress: Pr
             t = torch.arange(start, stop + 1, dtype=DTYPE) * dt
             budget = {} if method in FIXED_STEP_METHODS else {"max_num_steps": MAX_STEPS_PER_FRAME * (stop - start)}
             try:
-                ys = odeint(dyn, states[-1], t, method=method, options={**options, **budget}, **tol)[1:]
-            except AssertionError as exc:  # torchdiffeq's step budget: far stiffer than the plan expected
-                if "max_num_steps" not in str(exc):
-                    raise
-                # Bounded fallback (never an endless run that cannot even be cancelled): the planned RK4 steps.
-                ys = odeint(dyn, states[-1], t, method="rk4", options={"step_size": dt / substeps})[1:]
-            if not _sane(body, ys, limit) and method in FIXED_STEP_METHODS:
-                # Large deformations stiffen the body beyond the rest-state estimate the step was chosen for:
-                # redo this chunk with error-controlled steps rather than give up.
-                ys = odeint(dyn, states[-1], t, method="dopri5", rtol=1e-5, atol=0.1 * atol)[1:]
+                try:
+                    ys = odeint(dyn, states[-1], t, method=method, options={**options, **budget}, **tol)[1:]
+                except AssertionError as exc:  # torchdiffeq's step budget: far stiffer than the plan expected
+                    if "max_num_steps" not in str(exc):
+                        raise
+                    # Bounded fallback (never an endless run that cannot even be cancelled): the planned RK4 steps.
+                    ys = odeint(dyn, states[-1], t, method="rk4", options={"step_size": dt / substeps})[1:]
+                if not _sane(body, ys, limit) and method in FIXED_STEP_METHODS:
+                    # Large deformations stiffen the body beyond the rest-state estimate the step was chosen for:
+                    # redo this chunk with error-controlled steps rather than give up.
+                    ys = odeint(dyn, states[-1], t, method="dopri5", rtol=1e-5, atol=0.1 * atol,
+                                options={"max_num_steps": MAX_STEPS_PER_FRAME * (stop - start)})[1:]
+            except (torch.linalg.LinAlgError, AssertionError) as exc:  # a singular mass matrix, a spent budget
+                raise SimulationError(f"the simulation broke down between frames {start} and {stop} (the body "
+                                      "deformed past what the model can represent); try a stiffer material, more "
+                                      "damping or drag, or a smaller gravity") from exc
             if not _sane(body, ys, limit):
                 raise SimulationError(f"the simulation diverged between frames {start} and {stop}; try a softer "
                                       "material, more damping or drag, or a smaller gravity")

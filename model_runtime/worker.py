@@ -21,6 +21,11 @@ from .errors import Cancelled, NeuROKError
 from .mesh import validate
 from .params import make_params
 
+
+class RuntimeMissing(NeuROKError):
+    """The worker's Python lacks a package the model needs (torch...)."""
+
+
 PROGRESS_INTERVAL = 0.05  # s: more frequent progress messages would only cost the client redraws
 
 
@@ -86,7 +91,11 @@ class Worker:
             validate(vertices, faces)  # a bad mesh is reported before the first request pays for loading torch
             if self.simulator is None:
                 progress(0.0, "loading the NeuROK model")
-                from .simulator import Simulator  # torch loads here, not at worker start
+                try:
+                    from .simulator import Simulator  # torch loads here, not at worker start
+                except ImportError as exc:
+                    raise RuntimeMissing(f"{sys.executable} cannot run the NeuROK model ({exc}); choose a Python "
+                                         "with torch, torchdiffeq and safetensors in the add-on preferences") from exc
 
                 self.simulator = Simulator()  # the shipped weights, or $NEUROK_WEIGHTS
             positions = self.simulator.simulate(vertices, faces, params, progress=progress,

@@ -44,6 +44,10 @@ def export(obj: bpy.types.Object, context: bpy.types.Context, pin_group: str) ->
     if len(faces) == 0:
         raise InputError("the mesh has no faces to simulate")
     matrix = np.array(obj.matrix_world, dtype=np.float64)
+    singular = np.linalg.svd(matrix[:3, :3], compute_uv=False) if np.isfinite(matrix).all() else np.zeros(3)
+    if singular[-1] <= 1e-9 * singular[0]:  # relative: a uniformly tiny scale is fine
+        raise InputError(f"{obj.name} has a zero (or non-finite) scale: its animation could not be mapped back to "
+                         "the object; set every scale axis to a non-zero value")
     world = local @ matrix[:3, :3].T + matrix[:3, 3]
     return ExportedMesh(local, world, faces, pinned_vertices(obj, pin_group), matrix)
 

@@ -263,6 +263,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--count", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--start", type=int, default=0, help="first case index (to split a run)")
     ap.add_argument("--only", type=int, help="run just this case index (to replay a failure)")
     ap.add_argument("--max-vertices", type=int, default=3000)
     ap.add_argument("--weights", help="weights file (default: the shipped model)")
@@ -276,7 +277,7 @@ def main(argv=None) -> int:
     refusals: collections.Counter = collections.Counter()
     kinds: collections.Counter = collections.Counter()
     failures = []
-    indices = [args.only] if args.only is not None else range(args.count)
+    indices = [args.only] if args.only is not None else range(args.start, args.start + args.count)
     start = time.monotonic()
     for i in indices:
         v, f, kind, invalid, options = make_case(args.seed, i, args.max_vertices)
