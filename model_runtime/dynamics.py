@@ -52,6 +52,11 @@ class Body:
     free: bool
 
     @property
+    def size(self) -> float:
+        """Largest distance of a query point from the centre of mass, m."""
+        return float(self.rest.norm(dim=1).max())
+
+    @property
     def n_latent(self) -> int:
         return self.U.shape[1]
 

@@ -331,7 +331,7 @@ def integrate(body: Body, p: SimParams, substeps: int, method: str, progress: Pr
     tol = {} if method in FIXED_STEP_METHODS else {"rtol": RTOL, "atol": atol}
     chunk = max(1, min(24, p.frames // 10 or 1))
     states = [y0]
-    limit = 10.0 * float(body.rest.norm(dim=1).max()) + 1e-9
+    limit = 10.0 * body.size + 1e-9
     threads = torch.get_num_threads()
     # The ODE is hundreds of tiny ops per step: threading only adds synchronization (3-10x slower measured).
     torch.set_num_threads(1)
@@ -376,8 +376,7 @@ def _state_scale(body: Body) -> float:
     accept any step and the run diverged (measured). The tolerance follows sqrt(mass) * size below 0.1 sqrt(kg) m;
     bodies above that (every ~1 m test scene) keep ATOL unchanged.
     """
-    size = float(body.rest.norm(dim=1).max())
-    return min(1.0, math.sqrt(float(body.mass.sum())) * size / 0.1, size)
+    return min(1.0, math.sqrt(float(body.mass.sum())) * body.size / 0.1, body.size)
 
 
 def _sane(body: Body, ys: torch.Tensor, limit: float) -> bool:
@@ -415,7 +414,7 @@ def decode_frames(enc: Encoding, plan: Plan, states: torch.Tensor) -> np.ndarray
     Vertices are decoded in chunks so that memory beyond the output itself stays bounded for any mesh size.
     """
     body = plan.body
-    st = Dynamics(body).state
+    st = State(body)
     T, V = len(states), len(enc.vertices)
     parts = [st.split(y) for y in states]
     A = body.coeff(torch.stack([body.U @ q for _, _, q, _, _, _ in parts]), body.code.expand(T, -1)) - body.g0

@@ -169,15 +169,22 @@ def test_clear_restores_the_original_mesh(cube):
     np.testing.assert_array_equal(evaluated_world(cube), before)
 
 
-def test_save_and_reload_keeps_the_animation(cube, tmp_path):
+def simulate_and_capture(obj, frames) -> dict:
+    """Simulate the active object and record its evaluated world-space vertices at the given frames."""
     import bpy
 
     assert bpy.ops.neurok.simulate() == {"FINISHED"}
-    scene = bpy.context.scene
-    expected = {}
-    for f in (START, START + 3, END):
-        scene.frame_set(f)
-        expected[f] = evaluated_world(cube)
+    captured = {}
+    for f in frames:
+        bpy.context.scene.frame_set(f)
+        captured[f] = evaluated_world(obj)
+    return captured
+
+
+def test_save_and_reload_keeps_the_animation(cube, tmp_path):
+    import bpy
+
+    expected = simulate_and_capture(cube, (START, START + 3, END))
     path = str(tmp_path / "sim.blend")
     bpy.ops.wm.save_as_mainfile(filepath=path)
     bpy.ops.wm.read_factory_settings(use_empty=True)
@@ -242,12 +249,8 @@ def test_missing_weights_are_reported_and_the_worker_restarts(addon, cube, monke
 def test_bake_writes_a_point_cache_that_plays_back(cube, tmp_path):
     import bpy
 
-    assert bpy.ops.neurok.simulate() == {"FINISHED"}
+    expected = simulate_and_capture(cube, (START, START + 4, END))
     scene = bpy.context.scene
-    expected = {}
-    for f in (START, START + 4, END):
-        scene.frame_set(f)
-        expected[f] = evaluated_world(cube)
     path = tmp_path / "cube.pc2"
     assert bpy.ops.neurok.bake(filepath=str(path), remove_shape_keys=True) == {"FINISHED"}
     assert cube.data.shape_keys is None and cube.modifiers[-1].type == "MESH_CACHE"

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from model_runtime import simulate
+from model_runtime.data.shapes import grid_sheet
 from model_runtime.errors import MeshError, ParameterError
 from model_runtime.mesh import read_obj, validate
 from model_runtime.params import make_params
@@ -15,12 +16,8 @@ FPS = 24.0
 
 
 def grid(n: int, size: float = 1.0):
-    u = np.linspace(0.0, size, n)
-    x, y = np.meshgrid(u, u)
-    v = np.stack([x.ravel(), y.ravel(), np.zeros(n * n)], 1)
-    idx = np.arange(n * n).reshape(n, n)
-    a, b, c, d = idx[:-1, :-1].ravel(), idx[1:, :-1].ravel(), idx[:-1, 1:].ravel(), idx[1:, 1:].ravel()
-    return v, np.concatenate([np.stack([a, b, d], 1), np.stack([a, d, c], 1)])
+    """n x n vertices over a size x size sheet in the xy plane."""
+    return grid_sheet(n - 1, n - 1, size, size)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +28,7 @@ def sim():
 @pytest.fixture(scope="module")
 def cloth():
     v, f = grid(12, 0.8)
-    return v, f, np.nonzero(v[:, 1] == 0)[0]
+    return v, f, np.nonzero(v[:, 1] == v[:, 1].min())[0]
 
 
 @pytest.fixture(scope="module")

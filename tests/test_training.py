@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from model_runtime.data.format import save_sequence
+from model_runtime.data.shapes import grid_sheet
 from model_runtime.train import kabsch, load_config, train
 from model_runtime.weights import load_model
 
@@ -14,20 +15,16 @@ CONFIG = "configs/train_tiny.json"
 
 
 def bending_sheets(root, count=10, frames=6, seed=0):
-    """Sheets pinned along y = 0 that bend down as y^2: a cantilever-like family with a known shape."""
+    """Sheets pinned along one edge that bend down as the squared distance from it: a cantilever-like family."""
     root.mkdir()
     rng = np.random.default_rng(seed)
     for i in range(count):
         n, size = int(rng.integers(6, 12)), rng.uniform(0.5, 2.0)
-        u = np.linspace(0, size, n)
-        x, y = np.meshgrid(u, u)
-        v = np.stack([x.ravel(), y.ravel(), np.zeros(n * n)], 1)
-        idx = np.arange(n * n).reshape(n, n)
-        a, b, c, d = idx[:-1, :-1].ravel(), idx[1:, :-1].ravel(), idx[:-1, 1:].ravel(), idx[1:, 1:].ravel()
-        f = np.concatenate([np.stack([a, b, d], 1), np.stack([a, d, c], 1)])
+        v, f = grid_sheet(n - 1, n - 1, size, size)
+        y = (v[:, 1] - v[:, 1].min()) / size
         amp = rng.uniform(0.05, 0.3) * size
-        pos = [v + np.outer((v[:, 1] / size) ** 2, [0, 0, -amp * t / frames]) for t in range(frames + 1)]
-        save_sequence(str(root / f"seq_{i:06d}.npz"), v, f, np.stack(pos), 24.0, v[:, 1] == 0, {}, "sheet",
+        pos = [v + np.outer(y**2, [0, 0, -amp * t / frames]) for t in range(frames + 1)]
+        save_sequence(str(root / f"seq_{i:06d}.npz"), v, f, np.stack(pos), 24.0, y == 0, {}, "sheet",
                       f"sheet{i}", split="val" if i >= count - 2 else "train")
 
 
