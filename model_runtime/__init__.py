@@ -15,9 +15,10 @@ def simulate(vertices, faces, **options):
     """Animate a triangle mesh with the learned model; returns float32 positions (frames+1, V, 3), frame 0 = rest.
 
     Options (SI units): frames, fps, gravity, drag, stiffness, density, damping, poisson, thickness, material,
-    pins (vertex indices or a boolean mask), initial_velocity, angular_velocity, ground, weights (path to a
-    .safetensors file; default the shipped model), method (torchdiffeq solver), progress(fraction, message),
-    should_cancel() -> bool. See :func:`model_runtime.simulator.simulate`.
+    pins (vertex indices or a boolean mask; pinned loose vertices stay put but hold nothing, so at least one pin
+    must be on a face), initial_velocity, angular_velocity, ground, weights (path to a .safetensors file; default
+    the shipped model), method (torchdiffeq solver), progress(fraction, message), should_cancel() -> bool (also
+    polled during the integration; cancelling raises Cancelled). See :func:`model_runtime.simulator.simulate`.
     """
     from .simulator import simulate as _simulate
 

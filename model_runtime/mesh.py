@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import MeshError
+from .errors import MeshError, ParameterError
 
 MAX_VERTICES = 1_000_000
 
@@ -48,9 +48,7 @@ def validate(vertices, faces) -> Mesh:
         raise MeshError(f"vertices must have shape (V, 3), got {v.shape}")
     if len(v) == 0:
         raise MeshError("the mesh has no vertices")
-    if len(v) > MAX_VERTICES:
-        raise MeshError(f"the mesh has {len(v):,} vertices; NeuROK handles at most {MAX_VERTICES:,}. "
-                        "Decimate it or simulate a proxy and bind it with a Surface Deform modifier")
+    check_vertex_count(len(v))
     if not np.isfinite(v).all():
         raise MeshError(f"{int((~np.isfinite(v).all(1)).sum())} vertices have NaN or infinite coordinates")
     if f.size == 0:
@@ -65,6 +63,33 @@ def validate(vertices, faces) -> Mesh:
     if total_area(mesh) <= 1e-12 * max(mesh.diagonal, 1e-30) ** 2 or mesh.diagonal < 1e-6:
         raise MeshError("the mesh has no area (all faces degenerate or the object is smaller than a micrometre)")
     return mesh
+
+
+def check_vertex_count(count: int) -> None:
+    """Refuse a mesh of ``count`` vertices over MAX_VERTICES (the add-on asks before it exports anything)."""
+    if count > MAX_VERTICES:
+        raise MeshError(f"the mesh has {count:,} vertices; NeuROK handles at most {MAX_VERTICES:,}. "
+                        "Decimate it or simulate a proxy and bind it with a Surface Deform modifier")
+
+
+def check_pins(mesh: Mesh, pins: np.ndarray) -> None:
+    """Refuse pins that cannot hold the surface: all of them on loose vertices, or all of the surface pinned.
+
+    A loose vertex (in no face) carries no mass and is attached to nothing, so a pin on it holds nothing: with only
+    such pins the object would simply fall, which is not what pinning asked for, so that is refused with the
+    reason. When some pins are on the surface they hold the object, and the loose pinned vertices just stay put.
+    """
+    if not len(pins):
+        return
+    on_face = np.zeros(len(mesh.vertices), bool)
+    on_face[mesh.faces.reshape(-1)] = True
+    held = np.unique(pins[on_face[pins]])
+    if not len(held):
+        raise ParameterError(f"the pinned vertices ({len(np.unique(pins))}) belong to no face, so they hold nothing "
+                             "(loose vertices carry no mass); pin vertices of the surface, or remove the pins to "
+                             "let the object move freely")
+    if len(held) == np.count_nonzero(on_face):
+        raise ParameterError("every vertex of the surface is pinned: nothing is left free to move")
 
 
 def face_areas(mesh: Mesh) -> np.ndarray:

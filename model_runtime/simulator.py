@@ -30,7 +30,7 @@ NEIGHBOURS = 10
 PIN_RADIUS = 0.05  # fraction of the diagonal over which the pin correction fades out
 MODE_CUT = 2 * math.pi / 6  # omega * frame time above which modes are slowed (a period shorter than 6 frames)
 STABLE_STEP = 0.3  # omega * step for RK4: stable to 2.8, but it loses ~(omega step)^6 / 72 of the energy per step
-MAX_SUBSTEPS = 16  # only strong drag or ground contact need more than ceil(MODE_CUT / STABLE_STEP) = 4
+MAX_SUBSTEPS = 16  # only strong drag needs more than ceil(MODE_CUT / STABLE_STEP) = 4
 MEMBRANE_STRAIN = 0.1  # strain under self-weight below which a shell's membrane is not resolved (see below)
 STANDARD_GRAVITY = 9.81
 LOCKING_RAMP = (0.07, 0.25)  # squared slenderness with full / no bending-locking correction (see below)
@@ -39,6 +39,9 @@ RTOL, ATOL = 1e-4, 1e-7  # adaptive methods (dopri5...): state error per step
 # ~0.2% over 5 s without drag (measured), where fixed-step RK4 at the same cost lost 3-16%.
 DEFAULT_METHOD = "dopri5"
 FIXED_STEP_METHODS = {"euler", "midpoint", "rk4", "explicit_adams", "implicit_adams"}
+GROUND_SAG = 5e-4  # resting depth g / k of a unit mass on the ground penalty, as a fraction of the body's size
+MAX_GROUND_RATE = 150.0  # cap on sqrt(k) * frame time: ~30 adaptive steps a frame while touching the ground
+CONTACT_STEP = 2.0  # sqrt(k) * step for fixed steps: RK4 is stable to 2.8 on the critically damped contact
 MAX_STEPS_PER_FRAME = 200  # adaptive steps; typical runs take 2-10, a 0.01 mm cloth needed more than 50
 
 Progress = Callable[[float, str], None]
@@ -87,6 +90,7 @@ class Simulator:
         mesh = meshlib.validate(vertices, faces)
         if len(params.pins) and params.pins.max() >= len(mesh.vertices):
             raise SimulationError("pin indices do not fit this mesh")
+        meshlib.check_pins(mesh, params.pins)
         progress = progress or (lambda fraction, message: None)
         progress(0.0, "encoding mesh")
         enc = self.encode(mesh, params.pins)
@@ -229,12 +233,32 @@ def build_body(enc: Encoding, p: SimParams, coeff: CoefficientMLP, locking: dict
     step = dt / substeps
     # Stiffness-proportional damping of the fastest kept mode is capped at what an explicit step can resolve.
     damping = min(p.damping, STABLE_STEP / max(omega_max**2 * step, 1e-12))
+    ground_k = (0.5 / step) ** 2
+    if p.ground is not None:
+        ground_k = _ground_stiffness(ground_k, float(rest.norm(dim=1).max()), float(np.linalg.norm(p.gravity)), dt)
+        # Fixed-step methods (and the RK4 fallback) need steps short enough for the contact as well.
+        substeps = max(substeps, math.ceil(math.sqrt(ground_k) * dt / CONTACT_STEP))
     g0 = coeff(torch.zeros(U.shape[0], dtype=DTYPE), code)
     body = Body(rest=rest, center=com, phi=phi, U=U, added_mass=added_mass, code=code, coeff=coeff, g0=g0, mass=mass,
                 spring_i=si, spring_j=sj, spring_rest=length, spring_k=torch.full_like(length, k_spring),
                 damping=damping, drag=p.drag, gravity=torch.as_tensor(p.gravity, dtype=DTYPE), ground=p.ground,
-                ground_k=(0.5 / step) ** 2, free=not enc.pinned)
+                ground_k=ground_k, free=not enc.pinned)
     return Plan(body, substeps, rigid)
+
+
+def _ground_stiffness(base: float, size: float, gravity: float, dt: float) -> float:
+    """Ground penalty stiffness per unit mass (1/s^2) for a body of ``size`` m: at least ``base``, and enough that a
+    unit mass rests at most GROUND_SAG x size deep, up to (MAX_GROUND_RATE / dt)^2.
+
+    A stiffness that ignores size sinks every body by the same g / k: ~1.4 mm at 24 fps, nothing for a 1 m box but
+    twice the size of a millimetre one. A body rests deeper than g / k when only part of its mass touches (a
+    face-down box by ~10x, a sphere more, on its small contact cap); GROUND_SAG keeps both at a few percent of their
+    size (measured from 5 mm to 0.5 m: a box ~0.5% of its edge, a coarse sphere ~4% of its diameter). While touching,
+    sqrt(k) sets the adaptive step, so it is capped to stay well within MAX_STEPS_PER_FRAME; only bodies under ~3 mm
+    across (at 24 fps) get the capped, softer contact.
+    """
+    k = max(base, gravity / (GROUND_SAG * max(size, 1e-12)))
+    return min(k, max(base, (MAX_GROUND_RATE / dt) ** 2))
 
 
 def _effective_stiffness(enc: Encoding, p: SimParams, rest: torch.Tensor, locking: dict | None) -> float:
@@ -322,8 +346,11 @@ def _reduced_basis(coeff, code, phi, mass, directions, si, sj, k_spring):
 @torch.no_grad()
 def integrate(body: Body, p: SimParams, substeps: int, method: str, progress: Progress,
               should_cancel: Callable[[], bool] | None) -> torch.Tensor:
-    """States at every frame time (frames+1, state size), integrated in chunks so progress and cancel work."""
-    dyn = Dynamics(body)
+    """States at every frame time (frames+1, state size), integrated in chunks so progress works.
+
+    Cancel is checked between chunks and, through Dynamics, within them; Cancelled passes through every fallback.
+    """
+    dyn = Dynamics(body, should_cancel)
     y0 = _initial_state(dyn, p)
     dt = 1.0 / p.fps
     options = {"step_size": dt / substeps} if method in FIXED_STEP_METHODS else {}

@@ -5,7 +5,9 @@ import os
 import bpy
 import numpy as np
 
+from ..model_runtime import mesh as meshlib
 from ..model_runtime import protocol
+from ..model_runtime.errors import MeshError
 from . import client, mesh_export, pc2, shape_keys
 from .preferences import worker_python, worker_timeout
 
@@ -45,6 +47,10 @@ class SimulationRun:
             raise mesh_export.InputError(f"the frame range {self.frame_start}-{frame_end} is empty: end must be "
                                          "after start")
         self.warnings: list[str] = []
+        try:  # before the export: evaluating, copying and sending a mesh past the limit is slow and only refused
+            meshlib.check_vertex_count(len(obj.data.vertices))
+        except MeshError as exc:
+            raise mesh_export.InputError(str(exc)) from exc
         self.mesh = mesh_export.export(obj, context, settings.pin_group)
         if (scale := mesh_export.non_uniform_scale(obj)) is not None:
             self.warnings.append(f"{obj.name} has unapplied non-uniform scale ({scale[0]:.3g}, {scale[1]:.3g}, "

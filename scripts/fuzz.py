@@ -279,7 +279,7 @@ def main(argv=None) -> int:
     failures = []
     indices = [args.only] if args.only is not None else range(args.start, args.start + args.count)
     start = time.monotonic()
-    for i in indices:
+    for done, i in enumerate(indices, 1):
         v, f, kind, invalid, options = make_case(args.seed, i, args.max_vertices)
         if args.verbose:
             print(f"case {i}: {kind}, {len(v)} vertices, {invalid or 'valid'} {options}", flush=True)
@@ -293,8 +293,8 @@ def main(argv=None) -> int:
             failures.append((i, kind, invalid, detail))
             print(f"case {i} ({kind}, {invalid or 'valid params'}, {len(v)} vertices): {outcome}: {detail}",
                   flush=True)
-        if args.only is not None or (i + 1) % 50 == 0:
-            print(f"[{i + 1}/{len(indices)}] {dict(outcomes)} last {time.monotonic() - t0:.1f}s, "
+        if args.only is not None or done % 50 == 0:
+            print(f"[{done}/{len(indices)}, case {i}] {dict(outcomes)} last {time.monotonic() - t0:.1f}s, "
                   f"total {time.monotonic() - start:.0f}s", flush=True)
     print(f"\n{len(indices)} cases in {time.monotonic() - start:.0f}s (seed {args.seed})")
     for name in ("result", "refused", "crash", "nonfinite", "check"):

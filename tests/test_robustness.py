@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from model_runtime import simulate
-from model_runtime.errors import MeshError, ParameterError, SimulationError, WeightsError
+from model_runtime.errors import Cancelled, MeshError, ParameterError, SimulationError, WeightsError
 from model_runtime.mesh import MAX_VERTICES, validate
 from model_runtime.params import make_params
 
@@ -124,6 +124,103 @@ def test_pins_of_the_wrong_kind_are_rejected():
     for pins in (["a", "b"], [1 + 2j], [np.nan]):
         with pytest.raises(ParameterError, match="pins"):
             make_params(pins=pins, num_vertices=10)
+
+
+def test_pins_only_on_loose_vertices_are_refused_saying_they_hold_nothing():
+    """Regression: pins on vertices in no face held nothing, and the run ended in a divergence error."""
+    v, f = cloth()
+    n = len(v)
+    v = np.vstack([v, [[5.0, 5, 5], [9, 9, 9]]])
+    with pytest.raises(ParameterError, match="belong to no face, so they hold nothing"):
+        simulate(v, f, frames=4, pins=[n, n + 1])
+    with pytest.raises(ParameterError, match="belong to no face"):  # a mask, as the add-on's pin group may give
+        simulate(v, f, frames=4, pins=np.arange(len(v)) >= n)
+    with pytest.raises(ParameterError, match="every vertex of the surface is pinned"):
+        simulate(v, f, frames=4, pins=np.arange(n))
+
+
+def test_some_pins_on_loose_vertices_still_pin_with_the_others():
+    v, f = cloth()
+    n = len(v)
+    v = np.vstack([v, [[5.0, 5, 5], [9, 9, 9]]])
+    pins = np.array([0, 1, 2, n, n + 1])
+    out = simulate(v, f, frames=4, pins=pins)
+    assert_good(out, v, pins)  # the surface pins hold the cloth, the loose pinned vertices stay put
+    assert np.abs(out[-1, :n] - v[:n]).max() > 1e-3  # and the rest of the cloth does move
+
+
+# Ground contact -----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("size", [5e-3, 0.5])
+def test_small_and_normal_objects_rest_on_the_ground_instead_of_sinking(size, monkeypatch):
+    """Regression: a fixed ground penalty let a 5 mm box sink by its own size (~1.4 mm under any body at 24 fps).
+
+    The stiffer contact of small bodies must also stay cheap: far fewer right-hand side evaluations than the step
+    budget allows (dopri5 takes 6 a step)."""
+    from model_runtime import dynamics, simulator
+
+    evaluations = []
+    real_forward = dynamics.Dynamics.forward
+
+    def counting(self, t, y):
+        evaluations.append(1)
+        return real_forward(self, t, y)
+
+    monkeypatch.setattr(dynamics.Dynamics, "forward", counting)
+    ground, frames = 0.3, 12
+    v, f = fuzz.box(3)
+    v = v * size + [0.0, 0.0, ground + 0.6 * size]  # dropped from a tenth of its size above the ground
+    out = simulate(v, f, frames=frames, ground=ground)
+    lowest = out[:, :, 2].min(axis=1)
+    assert np.isfinite(out).all()
+    assert lowest[-1] < ground + 0.01 * size, "still falling: the test does not see it rest"
+    assert lowest.min() > ground - 0.05 * size  # not even on impact
+    assert lowest[-1] > ground - 0.02 * size
+    assert len(evaluations) < 6 * simulator.MAX_STEPS_PER_FRAME * frames / 4
+
+
+# Cancel -------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method, fallback", [("dopri5", False), ("rk4", False), ("dopri5", True)],
+                         ids=["dopri5", "rk4", "rk4 fallback"])
+def test_cancel_stops_the_integration_within_a_chunk(sim, monkeypatch, method, fallback):
+    """Regression: cancel was only checked between chunks of frames, so a stiff chunk ran to its step budget (and
+    then through the RK4 fallback) before a cancel took effect. A cancel must also get through the fallback."""
+    from model_runtime import simulator
+
+    methods = []
+    real_odeint = simulator.odeint
+
+    def recording(*args, **kwargs):
+        methods.append(kwargs["method"])
+        return real_odeint(*args, **kwargs)
+
+    monkeypatch.setattr(simulator, "odeint", recording)
+    if fallback:  # a stiff body, and a small budget so that dopri5 spends it at once
+        real_build = simulator.build_body
+
+        def stiff(*args, **kwargs):
+            plan = real_build(*args, **kwargs)
+            plan.body.spring_k = 1e4 * plan.body.spring_k
+            return plan
+
+        monkeypatch.setattr(simulator, "build_body", stiff)
+        monkeypatch.setattr(simulator, "MAX_STEPS_PER_FRAME", 1)
+
+    checks = []
+
+    def should_cancel():
+        checks.append(1)  # the first check starts the first chunk; any later one comes from within it
+        return len(checks) > 1 and (not fallback or methods[-1] == "rk4")
+
+    messages = []
+    v, f = cloth()
+    params = make_params(frames=240, num_vertices=len(v), pins=np.arange(6))  # chunks of 24 frames
+    with pytest.raises(Cancelled):
+        sim.simulate(v, f, params, progress=lambda _, message: messages.append(message),
+                     should_cancel=should_cancel, method=method)
+    assert not [m for m in messages if m.startswith("frame")], "the first chunk ran to its end"
+    assert methods == ([method, "rk4"] if fallback else [method])
 
 
 # Divergence ---------------------------------------------------------------------------------------------------------
@@ -301,6 +398,24 @@ def test_tiny_huge_and_modified_objects_through_the_operator(addon_cube):
     addon_cube.modifiers.new("subsurf", "SUBSURF")  # changes the vertex count: refused with the reason
     with pytest.raises(RuntimeError, match="vertex count"):
         bpy.ops.neurok.simulate()
+
+
+@pytest.mark.bpy
+def test_a_mesh_over_the_vertex_limit_is_refused_before_it_is_exported(addon, addon_cube, monkeypatch):
+    """Regression: the limit was only enforced by the worker, after the mesh had been evaluated, copied and sent.
+    The add-on's own copy of model_runtime.mesh gets a limit just under the cube's vertex count."""
+    import bpy
+
+    limit = len(addon_cube.data.vertices) - 1
+    monkeypatch.setattr(addon.operators.meshlib, "MAX_VERTICES", limit)
+    exported, started = [], []
+    monkeypatch.setattr(addon.mesh_export, "export", lambda *args: exported.append(args))
+    monkeypatch.setattr(addon.client, "get_client", lambda *args: started.append(args))
+    with pytest.raises(RuntimeError, match=rf"has {limit + 1:,} vertices; NeuROK handles at most {limit:,}\. "
+                                           "Decimate"):
+        bpy.ops.neurok.simulate()
+    assert not exported and not started
+    assert _no_keys(addon_cube) and addon_cube.animation_data is None and addon_cube.data.animation_data is None
 
 
 def _fake_worker_client(addon, tmp_path, body: str):
