@@ -83,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--workers", type=int, default=1)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--config", help="JSON file overriding the generator's settings (e.g. a tiny test config)")
+    g.add_argument("--split", choices=("train", "val", "test"),
+                   help="only the sequences of 0..count-1 whose shape is in this split (e.g. a test split to evaluate)")
     pv = data.add_parser("preview", help="draw a few frames of a sequence to a PNG")
     pv.add_argument("sequence")
     pv.add_argument("--out", required=True)

@@ -1,12 +1,17 @@
 """Small versions of ``python -m model_runtime data validate`` (issue 8): the reference simulator at its own
-settings against closed-form mechanics. The beam check's tolerance is the measured state, not the goal: see
-docs/physics-validation.md."""
+settings against closed-form mechanics. The full table, at the resolutions that meet beam theory, is in
+docs/physics-validation.md; these use coarse lattices and check what does not depend on resolution."""
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from model_runtime.data import validate as V
-from model_runtime.data.reference import REFERENCE
+from model_runtime.data.mujoco_engine import simulate_solid
+from model_runtime.data.reference import REFERENCE, simulate_reference
+from model_runtime.data.shapes import box_surface
+from model_runtime.params import make_params
 
 pytestmark = pytest.mark.newton
 
@@ -26,13 +31,72 @@ def test_pins_hold_to_a_millionth_of_the_diagonal():
     assert c.ok, f"pins moved {c.measured:.2e} of the diagonal"
 
 
-def test_coarse_cantilever_sags_along_gravity_and_is_never_stiffer_than_theory():
-    sag, _, _ = V.cantilever(REFERENCE, length=0.5, thick=0.05, stiffness=1e7, density=1000.0, per_thickness=2,
-                             seconds=0.5, fps=48)
-    theory, _ = V.beam_theory(0.5, 0.05, 1e7, 1000.0)
-    assert np.isfinite(sag) and sag > 0
-    # Measured: VBD at the reference settings is far too soft for stiff beams (docs/physics-validation.md).
-    assert 0.9 * theory <= sag <= 40 * theory, f"sag {sag:.4f} m vs Euler-Bernoulli {theory:.4f} m"
+def test_cantilever_sag_scales_as_density_over_stiffness_and_matches_theory_once_locking_is_counted():
+    beam = dict(length=1.0, thick=0.1, stiffness=2e7, density=1000.0, per_thickness=3)
+    sag, freq, _ = V.cantilever(REFERENCE, **beam)
+    stiffer, _, _ = V.cantilever(REFERENCE, **{**beam, "stiffness": 4e7})
+    theory, theory_freq = V.beam_theory(1.0, 0.1, 2e7, 1000.0)
+    assert abs(stiffer / sag - 0.5) < 0.025, f"sag ratio {stiffer / sag:.3f} for E x2"
+    # Linear tets three across lock in bending: measured 0.70x the Euler-Bernoulli sag and 1.13x its frequency at
+    # 3/a (0.92x and 1.04x at 6/a, within 2% at 8/a: docs/physics-validation.md). Never softer than theory.
+    assert 0.6 * theory <= sag <= 1.0 * theory, f"sag {sag:.4f} m vs Euler-Bernoulli {theory:.4f} m"
+    assert 1.0 * theory_freq <= freq <= 1.25 * theory_freq, f"frequency {freq:.3f} Hz vs {theory_freq:.3f} Hz"
+
+
+def test_total_energy_is_conserved_without_drag_or_damping():
+    c = V.energy_check(seconds=1.0)
+    assert c.ok, f"energy drift {c.measured:.2%} of the largest kinetic energy"
+
+
+def test_a_spinning_free_body_keeps_its_shape():
+    # St Venant-Kirchhoff is rotation invariant: a rigid spin stores no elastic energy, so the cube turns unchanged.
+    v, f = box_surface((2, 2, 2), (0.2, 0.2, 0.2))
+    params = make_params(frames=12, fps=24, gravity=(0, 0, 0), material="rubber", damping=0.0,
+                         angular_velocity=(0.0, 0.0, 2 * np.pi))
+    pos = simulate_reference(v, f, params).astype(np.float64)
+    angle = 2 * np.pi * 0.5  # half a turn in 12 frames at 1 turn/s
+    rot = np.array([[np.cos(angle), -np.sin(angle), 0], [np.sin(angle), np.cos(angle), 0], [0, 0, 1]])
+    expected = (v - v.mean(0)) @ rot.T + v.mean(0)
+    assert np.abs(pos[-1] - expected).max() < 0.02 * 0.2
+
+
+def test_a_solid_dropped_on_the_ground_rests_on_it():
+    v, f = box_surface((2, 2, 2), (0.2, 0.2, 0.2))
+    v = v + [0.0, 0.0, 0.15]
+    params = make_params(frames=24, fps=24, material="jelly", damping=0.0, ground=0.0)
+    pos = simulate_reference(v, f, params)
+    assert pos[:, :, 2].min() > -0.05 * 0.2, "sank through the ground on impact"
+    assert -0.01 * 0.2 < pos[-1, :, 2].min() < 0.01, "does not rest on the ground"
+
+
+def test_a_damped_solid_takes_the_implicit_path_and_settles_to_the_same_sag():
+    # Rayleigh damping needs the implicit (discrete) integrator; a coarse lattice keeps it quick. A damped clamped
+    # bar settles where the undamped one oscillates about.
+    v, f = V.box_mesh((0.4, 0.08, 0.08), (5, 1, 1))
+    pins = np.nonzero(v[:, 0] <= 1e-9)[0]
+    coarse = replace(REFERENCE, lattice_cells=80)
+    tip = np.nonzero(v[:, 0] >= 0.4 - 1e-9)[0]
+    sags = {}
+    for damping in (0.0, 0.01):
+        params = make_params(frames=48, fps=24, material="rubber", stiffness=1e6, damping=damping, pins=pins)
+        z = simulate_reference(v, f, params, settings=coarse)[:, tip, 2].astype(np.float64).mean(1) - v[tip, 2].mean()
+        sags[damping] = (z, V.fit_oscillation(z, 24.0)[0])
+    z_damped, _ = sags[0.01]
+    assert np.std(z_damped[-12:]) < 0.02 * abs(z_damped[-1]), "the damped bar is still moving"
+    assert abs(z_damped[-1] / sags[0.0][1] - 1) < 0.05, f"settled at {z_damped[-1]:.4f} m, oscillates about " \
+                                                         f"{sags[0.0][1]:.4f} m"
+
+
+def test_pinned_solid_nodes_stay_exactly_at_rest():
+    v, f = box_surface((2, 1, 1), (0.4, 0.1, 0.1))
+    from model_runtime.data.reference import build_cage, tetrahedralize
+    from model_runtime.mesh import validate
+
+    nodes, tets, fill, volume, _, _ = build_cage(v, *tetrahedralize(validate(v, f)), 0.05)
+    pins = np.nonzero(nodes[:, 0] <= nodes[:, 0].min() + 1e-9)[0]
+    pos = simulate_solid(nodes, tets, make_params(frames=6, fps=24, material="jelly"), volume, pins, fill)
+    assert np.array_equal(pos[:, pins], np.broadcast_to(nodes[pins].astype(np.float32), pos[:, pins].shape))
+    assert np.isfinite(pos).all() and np.abs(pos[-1] - nodes).max() > 1e-4
 
 
 def test_catenary_helper():

@@ -12,7 +12,8 @@ def run(args) -> int:
         if args.config:
             with open(args.config, encoding="utf-8") as f:
                 config = json.load(f)
-        stats = generate(args.out, args.count, workers=args.workers, seed=args.seed, config=config)
+        stats = generate(args.out, args.count, workers=args.workers, seed=args.seed, config=config,
+                         split=args.split)
         print(format_stats(stats))
         return 0
     if args.data_command == "preview":

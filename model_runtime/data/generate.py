@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import SimulationError
 from ..progress import ProgressBar
-from .format import save_sequence, sequence_name
+from .format import save_sequence, sequence_name, split_for_shape
 from .scenes import DEFAULT_CONFIG, sample_scene
 
 
@@ -77,8 +77,11 @@ def _done_indices(out_dir: str) -> set[int]:
 
 
 def generate(out_dir: str, count: int, workers: int = 1, seed: int = 0, config: dict | None = None,
-             show_progress: bool = True) -> dict:
-    """Make sequences 0..count-1 that are not on disk yet; return the dataset statistics (also in stats.json)."""
+             show_progress: bool = True, split: str | None = None) -> dict:
+    """Make sequences 0..count-1 that are not on disk yet; return the dataset statistics (also in stats.json).
+
+    ``split``: only the sequences whose shape falls in that split, the same files the full dataset holds (a test
+    split to evaluate on without simulating the training data)."""
     from .stats import dataset_stats
 
     config = dict(config or {})
@@ -86,6 +89,9 @@ def generate(out_dir: str, count: int, workers: int = 1, seed: int = 0, config: 
     cache = os.environ.get("WARP_CACHE_PATH") or os.path.join(out_dir, ".warp_cache")
     done = _done_indices(out_dir)
     todo = [i for i in range(count) if i not in done]
+    if split is not None:
+        cfg = {**DEFAULT_CONFIG, **config}
+        todo = [i for i in todo if split_for_shape(sample_scene(seed, i, cfg).shape_id) == split]
     with open(os.path.join(out_dir, "generation.json"), "w", encoding="utf-8") as f:
         json.dump({"seed": seed, "count": count, "config": {**DEFAULT_CONFIG, **config}}, f, indent=1)
     bar = ProgressBar("generate") if show_progress else None

@@ -1,8 +1,9 @@
-"""The ground-truth simulator: any triangle mesh + SimParams -> vertex positions over time, with Newton (VBD).
+"""The ground-truth simulator: any triangle mesh + SimParams -> vertex positions over time.
 
-Geometry decides the physics: a closed (watertight, edge-manifold) mesh is a volumetric soft body, tetrahedralized
-with TetGen without Steiner points on its surface (so the first V nodes are exactly the input vertices); anything
-open or non-manifold is a shell (cloth) of ``params.thickness``. The dataset is made with this same function.
+Geometry decides the physics: a closed (watertight, edge-manifold) mesh is a volumetric solid, anything open or
+non-manifold a shell (cloth) of ``params.thickness``. Solids are filled with TetGen tets, embedded in a regular
+lattice of well-shaped tets and stepped by MuJoCo's flex FEM (``mujoco_engine``), which meets beam theory; cloth runs
+on Newton's VBD (``newton_engine``). The v1 dataset was made with the older all-VBD settings (``DATASET``).
 """
 
 import math
@@ -15,6 +16,7 @@ from ..errors import MeshError
 from ..mesh import Mesh, enclosed_volume, is_closed, validate
 from ..params import SimParams
 from . import newton_engine
+from .mujoco_engine import simulate_solid
 from .newton_engine import mean_edge_length, simulate_body
 
 MIN_FILL = 0.05  # lattice tets the body barely touches keep this fraction of its stiffness
@@ -51,6 +53,26 @@ def tetrahedralize(mesh: Mesh) -> tuple[np.ndarray, np.ndarray]:
     flip = signed < 0
     tets[flip] = tets[flip][:, [0, 2, 1, 3]]  # Newton expects positive orientation
     return nodes, tets
+
+
+# Midpoint (red) refinement of a tetrahedron into eight of 1/8 its volume: corners 0-3, then edge midpoints
+# 01 02 03 12 13 23 as local points 4-9.
+_RED = np.array([[0, 4, 5, 6], [4, 1, 7, 8], [5, 7, 2, 9], [6, 8, 9, 3],
+                 [4, 5, 6, 8], [4, 5, 7, 8], [5, 6, 8, 9], [5, 7, 8, 9]])
+_EDGES = ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3))
+# The solid's tets are refined until they are this fraction of a cube's edge (within MAX_FILL_SAMPLES pieces) to
+# spread its mass over the lattice and measure how much of each cube it fills (see build_cage).
+FILL_RESOLUTION = 0.25
+MAX_FILL_SAMPLES = 4_000_000
+
+
+def _refine(corners: np.ndarray, levels: int) -> np.ndarray:
+    """(M, 4, 3) tetrahedra -> (M * 8**levels, 4, 3) of equal volume tiling the same solid."""
+    for _ in range(levels):
+        mids = np.stack([0.5 * (corners[:, i] + corners[:, j]) for i, j in _EDGES], 1)
+        pts = np.concatenate([corners, mids], 1)  # (M, 10, 3)
+        corners = pts[:, _RED].reshape(-1, 4, 3)
+    return corners
 
 
 # The six Kuhn tetrahedra of a unit cube: tet for axis order (a, b, c) runs 0 -> e_a -> e_a + e_b -> (1, 1, 1).
@@ -100,10 +122,15 @@ def build_cage(points, fine_nodes, fine_tets, cell):
 
     a, b, c_, d = (fine_nodes[fine_tets[:, k]] for k in range(4))
     vol = np.abs(np.einsum("ij,ij->i", b - a, np.cross(c_ - a, d - a))) / 6.0
-    q1, q2 = 0.5854101966249685, 0.1381966011250105  # degree-2 quadrature points of a tetrahedron
-    cen = np.concatenate([q1 * x + q2 * (a + b + c_ + d - x) for x in (a, b, c_, d)])
-    vol4 = np.tile(vol / 4.0, 4)
-    samples = np.concatenate([points, fine_nodes, cen])
+    # The solid is sampled by the centroids of its tets refined to a fraction of a cube: a coarse TetGen fill of a
+    # box has tets several cubes across, and sampling those alone left most lattice nodes massless and most cubes'
+    # fill unknown. Centroid sampling integrates linear functions exactly, so mass and centre of mass stay exact.
+    fine_edge = float(np.linalg.norm(b - a, axis=1).mean())
+    levels = max(0, math.ceil(math.log2(max(fine_edge / (FILL_RESOLUTION * cell), 1.0))))
+    levels = min(levels, max(0, int(math.log(MAX_FILL_SAMPLES / len(fine_tets), 8))))
+    centroids = _refine(np.stack([a, b, c_, d], 1), levels).mean(1)
+    piece_vol = np.repeat(vol / 8**levels, 8**levels)
+    samples = np.concatenate([points, fine_nodes, centroids])
     sc, _, _ = locate(samples)
     cid = np.ravel_multi_index(sc.T, n)
     cells = np.unique(cid)
@@ -119,13 +146,12 @@ def build_cage(points, fine_nodes, fine_tets, cell):
         t = np.searchsorted(cells, np.ravel_multi_index(cc.T, n)) * 6 + perm
         return t, w
 
-    np_ = len(points)
-    tp, wp = tet_of(slice(0, np_))
-    tc, wc = tet_of(slice(np_ + len(fine_nodes), None))
+    tp, wp = tet_of(slice(0, len(points)))
+    tc, wc = tet_of(slice(len(points) + len(fine_nodes), None))
     cage_vol = np.prod(sp) / 6.0
-    fill = np.repeat(np.bincount(tc // 6, weights=vol4, minlength=len(cells)) / (6.0 * cage_vol), 6)
+    fill = np.repeat(np.bincount(tc // 6, weights=piece_vol, minlength=len(cells)) / (6.0 * cage_vol), 6)
     mass = np.zeros(len(nodes))
-    np.add.at(mass, tets[tc].reshape(-1), (wc * vol4[:, None]).reshape(-1))
+    np.add.at(mass, tets[tc].reshape(-1), (wc * piece_vol[:, None]).reshape(-1))
     # Kuhn tets of odd permutations come out negatively oriented: swap two nodes (and their weights)
     A, B, C, D = (nodes[tets[:, k]] for k in range(4))
     s = np.einsum("ij,ij->i", B - A, np.cross(C - A, D - A))
@@ -139,19 +165,24 @@ def build_cage(points, fine_nodes, fine_tets, cell):
 
 @dataclass(frozen=True)
 class SolverSettings:
-    """How a body is simulated. ``embedded``: closed meshes are embedded in a lattice of about ``lattice_cells``
-    cubes (or cubes of ``cell`` metres when given) whose nodes are simulated and carry the surface vertices along
-    by barycentric interpolation; otherwise the conforming TetGen mesh of the surface itself is simulated."""
+    """How a body is simulated.
 
-    substep_rate: float  # substeps per simulated second (rounded up to whole substeps per frame)
+    Cloth (open meshes) always runs on Newton VBD at ``substep_rate`` x ``iterations``. Closed meshes are
+    ``embedded`` in a lattice of about ``lattice_cells`` cubes (or cubes of ``cell`` metres when given) whose nodes
+    are simulated and carry the surface vertices along by barycentric interpolation, stepped by ``solid_engine``
+    ("mujoco": ``mujoco_engine``, its step set by the material's wave speed; "newton": VBD like cloth); without
+    ``embedded`` the conforming TetGen mesh of the surface itself runs on VBD (the v1 dataset)."""
+
+    substep_rate: float  # VBD substeps per simulated second (rounded up to whole substeps per frame)
     iterations: int
     embedded: bool
     lattice_cells: int = 1500
     cell: float | None = None
+    solid_engine: str = "newton"
 
 
 # ``python -m model_runtime reference`` and ``data validate``: see docs/physics-validation.md for what they meet.
-REFERENCE = SolverSettings(substep_rate=1152.0, iterations=4, embedded=True)
+REFERENCE = SolverSettings(substep_rate=1152.0, iterations=4, embedded=True, solid_engine="mujoco")
 # The v1 dataset (issue 3): conforming tets, 12 x 2. Kept so that dataset can be regenerated bit for bit.
 DATASET = SolverSettings(substep_rate=newton_engine.SUBSTEPS * 24.0, iterations=newton_engine.ITERATIONS,
                          embedded=False)
@@ -196,8 +227,13 @@ def simulate_reference(
         held = np.unique(tets[at[pins]][weights[pins] > 1e-9]) if pins.size else np.zeros(0, np.int64)
         if held.size >= len(nodes):
             raise MeshError("the pins hold the whole body: nothing is left free to move")
-        cage = simulate_body(nodes, tets[:, :3], params, tets=tets, node_mass=volume,
-                             tet_scale=np.maximum(fill, MIN_FILL), pinned=held, center=v.mean(0), **run)
+        stiffness = np.maximum(fill, MIN_FILL)
+        if settings.solid_engine == "mujoco":
+            cage = simulate_solid(nodes, tets, params, volume, held, tet_scale=stiffness, center=v.mean(0),
+                                  progress=progress, should_cancel=should_cancel)
+        else:
+            cage = simulate_body(nodes, tets[:, :3], params, tets=tets, node_mass=volume, tet_scale=stiffness,
+                                 pinned=held, center=v.mean(0), **run)
         positions = np.einsum("pk,fpkd->fpd", weights.astype(np.float64), cage[:, tets[at]].astype(np.float64))
         positions = positions.astype(np.float32)
     positions = np.ascontiguousarray(positions[:, : len(v)])
