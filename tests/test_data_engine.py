@@ -147,6 +147,29 @@ def test_generate_is_deterministic_and_resumable(tmp_path):
     assert json.load(open(os.path.join(b, "stats.json")))["sequences"] == len(pb)
 
 
+def test_generate_one_split_makes_exactly_the_full_runs_files_of_that_split(tmp_path):
+    from model_runtime.data.format import load_sequence, split_for_shape
+    from model_runtime.data.generate import generate
+    from model_runtime.data.scenes import DEFAULT_CONFIG, sample_scene
+
+    count, seed = 40, 7
+    cfg = {**DEFAULT_CONFIG, **TINY}
+    wanted = [i for i in range(count) if split_for_shape(sample_scene(seed, i, cfg).shape_id) == "test"]
+    assert 0 < len(wanted) < count
+    first = wanted[0]
+    stats = generate(str(tmp_path / "split"), count, seed=seed, config=TINY, show_progress=False, split="test")
+    assert stats["last_run_sequences"] == len(wanted)
+    made = sorted(tmp_path.joinpath("split").glob("seq_*.npz"))
+    assert {int(p.stem.split("_")[1]) for p in made} <= set(wanted)
+    assert all(load_sequence(str(p))["split"] == "test" for p in made)
+    full = generate(str(tmp_path / "full"), first + 1, seed=seed, config=TINY, show_progress=False)
+    assert full["sequences"] + full["rejected"] == first + 1
+    same = tmp_path / "full" / f"seq_{first:06d}.npz"
+    if same.exists():  # not rejected: the split run wrote the very same sequence
+        a = load_sequence(str(same))["positions"]
+        assert np.array_equal(a, load_sequence(str(tmp_path / "split" / same.name))["positions"])
+
+
 def test_generate_rejects_blown_up_sequences(tmp_path):
     from model_runtime.data.format import list_sequences
     from model_runtime.data.generate import generate
