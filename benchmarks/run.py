@@ -486,13 +486,18 @@ def fidelity(cfg: dict, images: Path, tag: str, meshes: str | None, data: str | 
     out = images / f"benchmark_fidelity{tag}"
     meshes = meshes if meshes and Path(meshes).is_dir() else None
     label = meshes
+    chosen = None
     if meshes and cfg.get("smallest_mesh_only"):
         # --quick: the reference simulator dominates, so evaluate only the smallest mesh (not the first by name).
-        smallest = min(Path(meshes).glob("*.obj"), key=lambda p: p.stat().st_size)
+        chosen = [min(Path(meshes).glob("*.obj"), key=lambda p: p.stat().st_size)]
+    elif meshes and cfg.get("mesh_names"):
+        chosen = [Path(meshes) / f"{name}.obj" for name in cfg["mesh_names"]]
+    if chosen:
         (workdir / "meshes").mkdir()
-        (workdir / "meshes" / smallest.name).symlink_to(smallest.resolve())
+        for path in chosen:
+            (workdir / "meshes" / path.name).symlink_to(path.resolve())
         meshes = str(workdir / "meshes")
-        label = f"{label} (only {smallest.name})"
+        label = f"{label} (only {', '.join(p.name for p in chosen)})"
     data = data if data and Path(data).is_dir() else None
     log(f"fidelity: meshes={meshes} data={data} limit={cfg['fidelity_limit']} -> {out}")
     t = time.perf_counter()
@@ -651,6 +656,7 @@ def main(argv=None) -> int:
     parser.add_argument("--meshes", default=str(ROOT.parent / "shared" / "meshes"), help="fidelity meshes folder")
     parser.add_argument("--data", default=str(ROOT / "data" / "neurok-v1"), help="dataset root (test split)")
     parser.add_argument("--fidelity-limit", type=int, help="meshes and test sequences evaluated (default 20)")
+    parser.add_argument("--mesh-names", help="comma-separated mesh names (file stems) to evaluate, default all")
     parser.add_argument("--scaling-point", nargs=2, type=int, metavar=("VERTICES", "FRAMES"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -661,6 +667,8 @@ def main(argv=None) -> int:
     cfg = dict(QUICK if args.quick else FULL)
     if args.fidelity_limit is not None:
         cfg["fidelity_limit"] = args.fidelity_limit
+    if args.mesh_names:
+        cfg["mesh_names"] = [n.strip() for n in args.mesh_names.split(",") if n.strip()]
     sections = {s.strip() for s in args.only.split(",") if s.strip()}
     out = Path(args.out).resolve()
     images = out.parent / "images"
