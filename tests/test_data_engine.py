@@ -152,17 +152,19 @@ def test_generate_one_split_makes_exactly_the_full_runs_files_of_that_split(tmp_
     from model_runtime.data.generate import generate
     from model_runtime.data.scenes import DEFAULT_CONFIG, sample_scene
 
-    count, seed = 40, 7
-    cfg = {**DEFAULT_CONFIG, **TINY}
+    count, seed = 40, 1  # seed 1: shapes 4, 15 and 39 of these 40 fall in the test split
+    # No cut-outs: they read ../shared/meshes, which a clean clone elsewhere does not have.
+    tiny = {**TINY, "family_weights": {"cloth": 0.4, "soft": 0.4, "beam": 0.2}}
+    cfg = {**DEFAULT_CONFIG, **tiny}
     wanted = [i for i in range(count) if split_for_shape(sample_scene(seed, i, cfg).shape_id) == "test"]
     assert 0 < len(wanted) < count
     first = wanted[0]
-    stats = generate(str(tmp_path / "split"), count, seed=seed, config=TINY, show_progress=False, split="test")
+    stats = generate(str(tmp_path / "split"), count, seed=seed, config=tiny, show_progress=False, split="test")
     assert stats["last_run_sequences"] == len(wanted)
     made = sorted(tmp_path.joinpath("split").glob("seq_*.npz"))
     assert {int(p.stem.split("_")[1]) for p in made} <= set(wanted)
     assert all(load_sequence(str(p))["split"] == "test" for p in made)
-    full = generate(str(tmp_path / "full"), first + 1, seed=seed, config=TINY, show_progress=False)
+    full = generate(str(tmp_path / "full"), first + 1, seed=seed, config=tiny, show_progress=False)
     assert full["sequences"] + full["rejected"] == first + 1
     same = tmp_path / "full" / f"seq_{first:06d}.npz"
     if same.exists():  # not rejected: the split run wrote the very same sequence
