@@ -196,9 +196,8 @@ def _spring_graph(points: np.ndarray, rng: np.random.Generator, solid: bool) -> 
 
 @torch.no_grad()
 def build_body(enc: Encoding, p: SimParams, coeff: CoefficientMLP, locking: dict | None = None) -> Plan:
-    """Physical body for the parameters; ``coeff`` is the decoder's coefficient MLP in float64 and ``locking``
-    the weights' stiffness correction for solids (None: none)."""
-    """Physical body for the parameters, its reduced latent basis and the RK4 substeps per frame."""
+    """Physical body for the parameters, its reduced latent basis and the RK4 substeps per frame; ``coeff`` is the
+    decoder's coefficient MLP in float64 and ``locking`` the weights' stiffness correction for solids (None: none)."""
     n = len(enc.queries)
     volume = enc.volume if enc.closed else enc.area * p.thickness
     rest = torch.as_tensor(enc.queries, dtype=DTYPE)

@@ -9,8 +9,9 @@ import pytest
 
 from model_runtime.data import validate as V
 from model_runtime.data.mujoco_engine import simulate_solid
-from model_runtime.data.reference import REFERENCE, simulate_reference
+from model_runtime.data.reference import REFERENCE, build_cage, simulate_reference, tetrahedralize
 from model_runtime.data.shapes import box_surface
+from model_runtime.mesh import validate
 from model_runtime.params import make_params
 
 pytestmark = pytest.mark.newton
@@ -89,9 +90,6 @@ def test_a_damped_solid_takes_the_implicit_path_and_settles_to_the_same_sag():
 
 def test_pinned_solid_nodes_stay_exactly_at_rest():
     v, f = box_surface((2, 1, 1), (0.4, 0.1, 0.1))
-    from model_runtime.data.reference import build_cage, tetrahedralize
-    from model_runtime.mesh import validate
-
     nodes, tets, fill, volume, _, _ = build_cage(v, *tetrahedralize(validate(v, f)), 0.05)
     pins = np.nonzero(nodes[:, 0] <= nodes[:, 0].min() + 1e-9)[0]
     pos = simulate_solid(nodes, tets, make_params(frames=6, fps=24, material="jelly"), volume, pins, fill)

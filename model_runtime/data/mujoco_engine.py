@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import Cancelled, SimulationError
 from ..params import SimParams
+from .newton_engine import TET_EDGES, lame, lumped_tet_masses, signed_tet_volumes
 
 # Two integrators, by whether the material is damped:
 # - no damping: MuJoCo's Euler, semi-implicit (symplectic) for elastic forces and implicit for joint damping (our
@@ -74,52 +75,51 @@ def _model_xml(nodes: np.ndarray, tets: np.ndarray, pinned: np.ndarray, params: 
 </mujoco>"""
 
 
+def node_masses(node_volume: np.ndarray, density: float) -> np.ndarray:
+    """Lumped node masses (kg) from lumped volumes, floored at MASS_FLOOR x their mean."""
+    mass = density * np.asarray(node_volume, np.float64)
+    return np.maximum(mass, MASS_FLOOR * float(mass.mean()))
+
+
 def stable_step(nodes: np.ndarray, tets: np.ndarray, params: SimParams, mass: np.ndarray,
                 tet_scale: np.ndarray) -> float:
     """The explicit step limit: CFL x the shortest edge / the pressure-wave speed, tightened where a node is
     stiffer than its mass (lattice nodes the body barely fills keep MIN_FILL of the stiffness but less mass)."""
-    e, nu, rho = params.stiffness, params.poisson, params.density
-    wave = math.sqrt(e * (1.0 - nu) / (rho * (1.0 + nu) * (1.0 - 2.0 * nu)))
-    pairs = ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3))
-    edge = min(float(np.linalg.norm(nodes[tets[:, i]] - nodes[tets[:, j]], axis=1).min()) for i, j in pairs)
-    a, b, c, d = (nodes[tets[:, k]] for k in range(4))
-    vol = np.abs(np.einsum("ij,ij->i", b - a, np.cross(c - a, d - a))) / 6.0
-    stiff = np.zeros(len(nodes))
-    np.add.at(stiff, tets.reshape(-1), np.repeat(tet_scale * vol / 4.0, 4))
-    ratio = max(1.0, float(np.max(stiff * rho / mass)))
+    mu, lam = lame(params.stiffness, params.poisson)
+    wave = math.sqrt((lam + 2.0 * mu) / params.density)
+    edge = min(float(np.linalg.norm(nodes[tets[:, i]] - nodes[tets[:, j]], axis=1).min()) for i, j in TET_EDGES)
+    # The stiffness each node carries, as the mass it would have at full fill, against the mass it has.
+    ratio = max(1.0, float(np.max(lumped_tet_masses(nodes, tets, params.density * tet_scale) / mass)))
     return CFL * edge / (wave * math.sqrt(ratio))
 
 
 def elastic_energy(nodes: np.ndarray, tets: np.ndarray, positions: np.ndarray, params: SimParams,
-                   tet_scale: np.ndarray | None = None) -> float:
-    """St Venant-Kirchhoff energy (J) of the tets at ``positions``: sum of V (mu |E|^2 + lambda/2 tr(E)^2) with the
-    Green strain E = (F^T F - I) / 2. This is the energy MuJoCo's flex elasticity derives its forces from (its
-    total with kinetic and gravitational energy stays constant, see data validate), used to check conservation."""
-    mu = params.stiffness / (2.0 * (1.0 + params.poisson))
-    lam = params.stiffness * params.poisson / ((1.0 + params.poisson) * (1.0 - 2.0 * params.poisson))
-    rest = np.stack([nodes[tets[:, k]] - nodes[tets[:, 0]] for k in (1, 2, 3)], 2)
-    now = np.stack([positions[tets[:, k]] - positions[tets[:, 0]] for k in (1, 2, 3)], 2)
+                   tet_scale: np.ndarray | None = None) -> np.ndarray:
+    """St Venant-Kirchhoff energy (J) of the tets at ``positions`` (..., N, 3), one value per leading index: sum of
+    V (mu |E|^2 + lambda/2 tr(E)^2) with the Green strain E = (F^T F - I) / 2. This is the energy MuJoCo's flex
+    elasticity derives its forces from (its total with kinetic and gravitational energy stays constant, see data
+    validate), used to check conservation."""
+    mu, lam = lame(params.stiffness, params.poisson)
+    rest = np.stack([nodes[tets[:, k]] - nodes[tets[:, 0]] for k in (1, 2, 3)], -1)
+    now = np.stack([positions[..., tets[:, k], :] - positions[..., tets[:, 0], :] for k in (1, 2, 3)], -1)
     f = now @ np.linalg.inv(rest)
-    strain = 0.5 * (np.transpose(f, (0, 2, 1)) @ f - np.eye(3))
-    trace = np.trace(strain, axis1=1, axis2=2)
-    density = mu * np.sum(strain * strain, axis=(1, 2)) + 0.5 * lam * trace**2
-    scale = 1.0 if tet_scale is None else np.asarray(tet_scale)
-    return float(np.sum(np.abs(np.linalg.det(rest)) / 6.0 * scale * density))
+    strain = 0.5 * (np.swapaxes(f, -1, -2) @ f - np.eye(3))
+    trace = np.trace(strain, axis1=-2, axis2=-1)
+    density = mu * np.sum(strain * strain, axis=(-2, -1)) + 0.5 * lam * trace**2
+    volume = np.abs(signed_tet_volumes(nodes, tets)) * (1.0 if tet_scale is None else np.asarray(tet_scale))
+    return np.sum(volume * density, axis=-1)
 
 
 class _Unstable(Exception):
     pass
 
 
-_warnings: list[str] = []
-
-
 def _mujoco():
-    """Import MuJoCo with its warnings collected here instead of printed and appended to MUJOCO_LOG.TXT in the
-    working directory; instability is detected from ``MjData.warning`` counters and positions instead."""
+    """Import MuJoCo with its warnings silenced instead of printed and appended to MUJOCO_LOG.TXT in the working
+    directory: instability is detected from the ``MjData.warning`` counters and the positions instead."""
     import mujoco
 
-    mujoco.set_mju_user_warning(lambda message: _warnings.append(message) if len(_warnings) < 100 else None)
+    mujoco.set_mju_user_warning(lambda message: None)
     return mujoco
 
 
@@ -144,8 +144,7 @@ def simulate_solid(
     tets = np.asarray(tets, np.int64)
     scale = np.ones(len(tets)) if tet_scale is None else np.asarray(tet_scale, np.float64)
     pinned = np.unique(np.asarray(pinned, np.int64))
-    mass = params.density * np.asarray(node_volume, np.float64)
-    mass = np.maximum(mass, MASS_FLOOR * float(mass.mean()))
+    mass = node_masses(node_volume, params.density)
     if params.damping > 0.0:
         integrator, rate = "discrete", DAMPED_STEP_RATE
     else:

@@ -51,12 +51,19 @@ def lame(stiffness: float, poisson: float) -> tuple[float, float]:
     return mu, lam
 
 
-def lumped_tet_masses(nodes: np.ndarray, tets: np.ndarray, density: float) -> np.ndarray:
-    """Each tetrahedron gives rho * V_tet / 4 to each of its four vertices."""
+TET_EDGES = ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3))  # local vertex pairs of a tetrahedron's six edges
+
+
+def signed_tet_volumes(nodes: np.ndarray, tets: np.ndarray) -> np.ndarray:
+    """Volume of each tetrahedron (M,), positive when its vertices are positively oriented."""
     a, b, c, d = (nodes[tets[:, k]] for k in range(4))
-    vol = np.abs(np.einsum("ij,ij->i", b - a, np.cross(c - a, d - a))) / 6.0
+    return np.einsum("ij,ij->i", b - a, np.cross(c - a, d - a)) / 6.0
+
+
+def lumped_tet_masses(nodes: np.ndarray, tets: np.ndarray, density) -> np.ndarray:
+    """Each tetrahedron gives rho * V_tet / 4 to each of its four vertices (``density``: one value or one per tet)."""
     m = np.zeros(len(nodes))
-    np.add.at(m, tets.reshape(-1), np.repeat(density * vol / 4.0, 4))
+    np.add.at(m, tets.reshape(-1), np.repeat(density * np.abs(signed_tet_volumes(nodes, tets)) / 4.0, 4))
     return m
 
 

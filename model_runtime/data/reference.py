@@ -17,7 +17,7 @@ from ..mesh import Mesh, enclosed_volume, is_closed, validate
 from ..params import SimParams
 from . import newton_engine
 from .mujoco_engine import simulate_solid
-from .newton_engine import mean_edge_length, simulate_body
+from .newton_engine import TET_EDGES, mean_edge_length, signed_tet_volumes, simulate_body
 
 MIN_FILL = 0.05  # lattice tets the body barely touches keep this fraction of its stiffness
 MAX_INTERIOR_FACTOR = 0.5  # interior nodes at most this fraction of surface vertices (keeps big meshes affordable)
@@ -48,18 +48,15 @@ def tetrahedralize(mesh: Mesh) -> tuple[np.ndarray, np.ndarray]:
         raise MeshError("TetGen moved or dropped surface vertices (duplicate vertices?); cannot simulate as a solid")
     if len(tets) == 0:
         raise MeshError("TetGen produced no tetrahedra for this closed mesh")
-    a, b, c, d = (nodes[tets[:, k]] for k in range(4))
-    signed = np.einsum("ij,ij->i", b - a, np.cross(c - a, d - a))
-    flip = signed < 0
+    flip = signed_tet_volumes(nodes, tets) < 0
     tets[flip] = tets[flip][:, [0, 2, 1, 3]]  # Newton expects positive orientation
     return nodes, tets
 
 
 # Midpoint (red) refinement of a tetrahedron into eight of 1/8 its volume: corners 0-3, then edge midpoints
-# 01 02 03 12 13 23 as local points 4-9.
+# 01 02 03 12 13 23 (TET_EDGES) as local points 4-9.
 _RED = np.array([[0, 4, 5, 6], [4, 1, 7, 8], [5, 7, 2, 9], [6, 8, 9, 3],
                  [4, 5, 6, 8], [4, 5, 7, 8], [5, 6, 8, 9], [5, 7, 8, 9]])
-_EDGES = ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3))
 # The solid's tets are refined until they are this fraction of a cube's edge (within MAX_FILL_SAMPLES pieces) to
 # spread its mass over the lattice and measure how much of each cube it fills (see build_cage).
 FILL_RESOLUTION = 0.25
@@ -69,7 +66,7 @@ MAX_FILL_SAMPLES = 4_000_000
 def _refine(corners: np.ndarray, levels: int) -> np.ndarray:
     """(M, 4, 3) tetrahedra -> (M * 8**levels, 4, 3) of equal volume tiling the same solid."""
     for _ in range(levels):
-        mids = np.stack([0.5 * (corners[:, i] + corners[:, j]) for i, j in _EDGES], 1)
+        mids = np.stack([0.5 * (corners[:, i] + corners[:, j]) for i, j in TET_EDGES], 1)
         pts = np.concatenate([corners, mids], 1)  # (M, 10, 3)
         corners = pts[:, _RED].reshape(-1, 4, 3)
     return corners
@@ -121,7 +118,7 @@ def build_cage(points, fine_nodes, fine_tets, cell):
         return c, perm, w
 
     a, b, c_, d = (fine_nodes[fine_tets[:, k]] for k in range(4))
-    vol = np.abs(np.einsum("ij,ij->i", b - a, np.cross(c_ - a, d - a))) / 6.0
+    vol = np.abs(signed_tet_volumes(fine_nodes, fine_tets))
     # The solid is sampled by the centroids of its tets refined to a fraction of a cube: a coarse TetGen fill of a
     # box has tets several cubes across, and sampling those alone left most lattice nodes massless and most cubes'
     # fill unknown. Centroid sampling integrates linear functions exactly, so mass and centre of mass stay exact.
@@ -153,9 +150,7 @@ def build_cage(points, fine_nodes, fine_tets, cell):
     mass = np.zeros(len(nodes))
     np.add.at(mass, tets[tc].reshape(-1), (wc * piece_vol[:, None]).reshape(-1))
     # Kuhn tets of odd permutations come out negatively oriented: swap two nodes (and their weights)
-    A, B, C, D = (nodes[tets[:, k]] for k in range(4))
-    s = np.einsum("ij,ij->i", B - A, np.cross(C - A, D - A))
-    flip = s < 0
+    flip = signed_tet_volumes(nodes, tets) < 0
     tets[flip] = tets[flip][:, [0, 2, 1, 3]]
     wp2 = wp.copy()
     fl = flip[tp]
