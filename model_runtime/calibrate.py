@@ -14,7 +14,7 @@ import torch
 
 from .mesh import validate
 from .params import make_params
-from .simulator import Simulator, principal_shape
+from .simulator import Simulator, bending_shape
 from .weights import default_weights_path, load_model, read_info, save_model
 
 RHO, G = 1000.0, 9.81
@@ -40,7 +40,8 @@ def cantilever_ratios(sim: Simulator, cases=CANTILEVERS) -> list[dict]:
         tip = v[:, 0] >= length - 1e-9
         sag = float(-(out[-12:, tip, 2] - v[tip, 2]).mean())
         theory = 3 * RHO * G * length**4 / (2 * young * side**2)
-        s2, _ = principal_shape(torch.as_tensor(sim.encode(validate(v, f), p.pins).queries))
+        enc = sim.encode(validate(v, f), p.pins)
+        s2, _ = bending_shape(torch.as_tensor(enc.queries), enc.lever)
         rows.append({"length": length, "side": side, "young": young, "sag": sag, "theory": theory,
                      "ratio": sag / theory, "slenderness2": s2})
     return rows

@@ -61,6 +61,7 @@ class Encoding:
     code: torch.Tensor
     springs: tuple[np.ndarray, np.ndarray]
     pinned: bool
+    lever: np.ndarray | None  # (3,) from the nearest pinned vertex to the query point farthest from every pin
     closed: bool
     area: float
     volume: float
@@ -143,12 +144,13 @@ def encode_mesh(model: NeuROK, mesh: meshlib.Mesh, pins: np.ndarray) -> Encoding
     if len(pins):
         phi_q, phi_v = _hold_pins(mesh.vertices, pins, queries, phi_q, phi_v, scale)
     closed = meshlib.is_closed(mesh)
+    lever = _lever(queries, mesh.vertices[pins]) if len(pins) else None
     areas = meshlib.face_areas(mesh)
     centroid = (mesh.vertices[mesh.faces].mean(1) * areas[:, None]).sum(0) / areas.sum()
     return Encoding(vertices=mesh.vertices, center=center, scale=scale, queries=queries, centroid=centroid,
                     phi_q=phi_q, phi_v=phi_v,
-                    code=code[0].double(), springs=_spring_graph(queries / scale, rng, closed), pinned=bool(len(pins)),
-                    closed=closed, area=meshlib.total_area(mesh),
+                    code=code[0].double(), springs=_spring_graph(queries / scale, rng, closed),
+                    pinned=bool(len(pins)), lever=lever, closed=closed, area=meshlib.total_area(mesh),
                     volume=meshlib.enclosed_volume(mesh) if closed else 0.0)
 
 
@@ -171,6 +173,21 @@ def _hold_pins(vertices, pins, queries, phi_q, phi_v, scale):
         return torch.cat(out)
 
     return correct(queries, phi_q), correct(vertices, phi_v)
+
+
+def _lever(queries: np.ndarray, pinned: np.ndarray) -> np.ndarray:
+    """The longest arm the pins hold: from the nearest pinned vertex to the query point farthest from all pins."""
+    q = torch.as_tensor(queries)
+    dist = torch.full((len(q),), math.inf, dtype=q.dtype)
+    nearest = torch.zeros(len(q), 3, dtype=q.dtype)
+    for i in range(0, len(pinned), VERTEX_CHUNK):  # chunked: a pin set may be as large as the mesh
+        block = torch.as_tensor(pinned[i:i + VERTEX_CHUNK])
+        d, j = torch.cdist(q, block).min(dim=1)
+        closer = d < dist
+        nearest[closer] = block[j[closer]]
+        dist = torch.minimum(dist, d)
+    far = int(dist.argmax())
+    return queries[far] - nearest[far].numpy()
 
 
 def _spring_graph(points: np.ndarray, rng: np.random.Generator, solid: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -266,11 +283,11 @@ def _effective_stiffness(enc: Encoding, p: SimParams, rest: torch.Tensor, lockin
     Slender solids under transverse load: charged at full E, a cantilever sagged ~2% of Euler-Bernoulli, because
     a spring network over surface points resists bending through its stiffest fibres and the decoder's bending
     deformations carry a little spurious axial strain. The stiffness is scaled by law = min(1, c s2^p), with s2 the
-    squared thickness / length of the body (smallest over largest principal variance) and c, p fitted per weights
-    file to cantilevers of L/a 4-15 (model_runtime.calibrate). Axial loading does not lock (columns under their own
-    weight shortened within 2x of rho g h^2 / 2E uncorrected, and 40x too much corrected), so the correction is
-    applied as law^(w), w = sin^2(angle between the long axis and gravity) x a ramp from full at s2 <= 0.07
-    (L/a >= 4) to none at s2 >= 0.25 (L/a <= 2).
+    squared thickness over the length that bends (see bending_shape) and c, p fitted per weights file to
+    cantilevers of L/a 4-15 (model_runtime.calibrate). Axial loading does not lock (columns under their own weight
+    shortened within 2x of rho g h^2 / 2E uncorrected, and 40x too much corrected), so the correction is applied as
+    law^(w), w = sin^2(angle between the bending axis and gravity) x a ramp from full at s2 <= 0.07 (L/a >= 4) to
+    none at s2 >= 0.25 (L/a <= 2).
 
     Open surfaces: a cloth's real strain under its own weight is ~0.1%, while the decoder is isometric only to a few
     percent; at full membrane stiffness a pinned cotton sheet stayed flat. As with under-integrated shell elements,
@@ -280,7 +297,7 @@ def _effective_stiffness(enc: Encoding, p: SimParams, rest: torch.Tensor, lockin
         return min(p.stiffness, p.density * STANDARD_GRAVITY * enc.scale / MEMBRANE_STRAIN)
     if locking is None:
         return p.stiffness
-    s2, axis = principal_shape(rest)
+    s2, axis = bending_shape(rest, enc.lever)
     ramp = min(1.0, max(0.0, (LOCKING_RAMP[1] - s2) / (LOCKING_RAMP[1] - LOCKING_RAMP[0])))
     g = torch.as_tensor(p.gravity, dtype=DTYPE)
     transverse = 1.0 - float((axis @ g) ** 2 / (g @ g)) if float(g @ g) > 0 else 1.0
@@ -288,11 +305,20 @@ def _effective_stiffness(enc: Encoding, p: SimParams, rest: torch.Tensor, lockin
     return p.stiffness * law ** (ramp * transverse)
 
 
-def principal_shape(points: torch.Tensor) -> tuple[float, torch.Tensor]:
-    """(thickness / length)^2 of a body, its smallest over largest principal variance, and its long axis."""
+def bending_shape(points: torch.Tensor, lever: np.ndarray | None = None) -> tuple[float, torch.Tensor]:
+    """(thickness / bending length)^2 of a body, and the axis along which it bends.
+
+    Thickness is the smallest principal variance of the points. A free body bends along its whole length: the
+    largest principal variance and its axis. A pinned body bends only as far as its pins leave it free, along the
+    lever from the pins to the farthest point (the variance of a segment that long, lever^2 / 12): a cantilever
+    clamped at one end bends along its length, the same plate pinned over its whole back only through its thickness.
+    """
     centred = points - points.mean(0)
     variances, axes = torch.linalg.eigh(centred.T @ centred / len(points))
-    return float(variances[0] / variances[-1]), axes[:, -1]
+    if lever is None:
+        return float(variances[0] / variances[-1]), axes[:, -1]
+    arm = torch.as_tensor(lever, dtype=points.dtype)
+    return float(variances[0] / (arm @ arm / 12.0)), arm / arm.norm()
 
 
 def _point_masses(points: torch.Tensor, centroid: torch.Tensor, total: float) -> torch.Tensor:
