@@ -30,6 +30,54 @@ DTYPE = torch.float64
 CANCEL_CHECK_EVERY = 10  # right-hand side evaluations (a few ms each) between cancel checks
 
 
+class LatentMap:
+    """a(q) = g(U q, e) - g(0, e): the decoder's coefficient MLP for one shape, as a function of the reduced
+    coordinates q, with closed-form first and second derivatives (float64).
+
+    The shape code and the reduced basis U are folded into the first layer once per body, so each of the ODE's
+    thousands of evaluations runs three small layers and nothing else.
+    """
+
+    def __init__(self, mlp: CoefficientMLP, code: torch.Tensor, U: torch.Tensor):
+        w1 = mlp.l1.weight.to(DTYPE)
+        k = U.shape[0]
+        self.w1 = w1[:, :k] @ U  # (H, r)
+        self.b1 = mlp.l1.bias.to(DTYPE) + w1[:, k:] @ code.to(DTYPE)
+        self.w2, self.b2 = mlp.l2.weight.to(DTYPE), mlp.l2.bias.to(DTYPE)
+        self.w3, self.b3 = mlp.l3.weight.to(DTYPE), mlp.l3.bias.to(DTYPE)
+        self.g0 = self._g(torch.zeros(U.shape[1], dtype=DTYPE))
+
+    @property
+    def n_latent(self) -> int:
+        return self.w1.shape[1]
+
+    def _g(self, q):
+        h = torch.nn.functional.silu(q @ self.w1.T + self.b1)
+        return torch.nn.functional.silu(h @ self.w2.T + self.b2) @ self.w3.T + self.b3
+
+    def __call__(self, q: torch.Tensor) -> torch.Tensor:
+        """a(q) for q of shape (..., r): (..., P)."""
+        return self._g(q) - self.g0
+
+    def with_derivatives(self, q: torch.Tensor, qd: torch.Tensor):
+        """a(q) (P,), da/dq (P, r), and d2a/dq2[qd, qd] (P,) for q, qd of shape (r,)."""
+
+        def silu_derivs(h):
+            s = torch.sigmoid(h)
+            return h * s, s * (1 + h * (1 - s)), s * (1 - s) * (2 + h * (1 - 2 * s))
+
+        a1, d1, dd1 = silu_derivs(self.w1 @ q + self.b1)
+        j1 = d1[:, None] * self.w1  # (H, r)
+        v1 = self.w1 @ qd
+        c1 = dd1 * v1 * v1  # second derivative along qd; the first layer is affine in q
+        a2, d2, dd2 = silu_derivs(self.w2 @ a1 + self.b2)
+        w2j1 = self.w2 @ j1
+        j2 = d2[:, None] * w2j1
+        v2 = w2j1 @ qd
+        c2 = dd2 * v2 * v2 + d2 * (self.w2 @ c1)
+        return self.w3 @ a2 + self.b3 - self.g0, self.w3 @ j2, self.w3 @ c2
+
+
 @dataclass
 class Body:
     """Everything the ODE needs about one mesh under one set of physical parameters."""
@@ -37,11 +85,8 @@ class Body:
     rest: torch.Tensor  # (N, 3) query rest positions relative to the centre of mass
     center: torch.Tensor  # (3,) centre of mass at rest
     phi: torch.Tensor  # (3N, P) basis fields in metres per unit coefficient
-    U: torch.Tensor  # (k, r) reduced latent basis (modal coordinates at rest)
+    latent: LatentMap  # a(q), with z = U q in the reduced latent basis U (modal coordinates at rest)
     added_mass: torch.Tensor  # (r,) modal mass added to modes above the frame rate's reach
-    code: torch.Tensor  # (code_dim,) shape code for g
-    coeff: CoefficientMLP
-    g0: torch.Tensor  # g(0, e): subtracted so that z = 0 is the rest shape
     mass: torch.Tensor  # (N,) kg
     spring_i: torch.Tensor
     spring_j: torch.Tensor
@@ -61,7 +106,7 @@ class Body:
 
     @property
     def n_latent(self) -> int:
-        return self.U.shape[1]
+        return self.latent.n_latent
 
 
 def quat_to_matrix(q: torch.Tensor) -> torch.Tensor:
@@ -121,11 +166,10 @@ class Dynamics(torch.nn.Module):
         """Positions x (N,3), velocities x' (N,3), the velocity Jacobian A (3N, n) and bias acceleration b (N,3)."""
         b_ = self.body
         t, quat, q, v, w, qd = self.state.split(y)
-        z, zd = b_.U @ q, b_.U @ qd
-        g, G, c2 = b_.coeff.with_derivatives(z, b_.code, zd)
+        a, G, c2 = b_.latent.with_derivatives(q, qd)
         n = len(b_.rest)
-        y_body = b_.rest + (b_.phi @ (g - b_.g0)).view(n, 3)
-        jy = b_.phi @ (G @ b_.U)  # (3N, r)
+        y_body = b_.rest + (b_.phi @ a).view(n, 3)
+        jy = b_.phi @ G  # (3N, r)
         yd = (jy @ qd).view(n, 3)
         bias = (b_.phi @ c2).view(n, 3)
         if not b_.free:

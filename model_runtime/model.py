@@ -10,7 +10,7 @@
   where Phi(x) in R^{3 x P} comes from query points cross-attending to the shape tokens and g is a small MLP.
   z = 0 is the rest shape exactly. The factorization is what makes latent dynamics affordable on a CPU: Phi is
   evaluated once per mesh (and cached), while the ODE only needs g and its first and second derivatives, which
-  ``Decoder.coefficients_with_derivatives`` computes in closed form.
+  ``dynamics.LatentMap`` computes in closed form.
 
 All geometry seen by the network is normalized: centred on the bounding-box centre, divided by its diagonal.
 """
@@ -137,7 +137,7 @@ class PosteriorEncoder(nn.Module):
 
 
 class CoefficientMLP(nn.Module):
-    """g(z, e): latent + shape code -> P basis coefficients, with closed-form first and second derivatives."""
+    """g(z, e): latent + shape code -> P basis coefficients (two SiLU layers; dynamics.LatentMap differentiates it)."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -148,28 +148,6 @@ class CoefficientMLP(nn.Module):
     def forward(self, z, code):
         h = F.silu(self.l1(torch.cat([z, code], dim=-1)))
         return self.l3(F.silu(self.l2(h)))
-
-    def with_derivatives(self, z, code, zdot):
-        """For one shape: g(z) (P,), dg/dz (P, k), and d2g/dz2[zdot, zdot] (P,) for z, zdot of shape (k,)."""
-
-        def silu_derivs(h):
-            s = torch.sigmoid(h)
-            return h * s, s * (1 + h * (1 - s)), s * (1 - s) * (2 + h * (1 - 2 * s))
-
-        k = z.shape[-1]
-        w1z = self.l1.weight[:, :k]
-        h1 = self.l1(torch.cat([z, code], dim=-1))
-        a1, d1, dd1 = silu_derivs(h1)
-        j1 = d1[:, None] * w1z  # (H, k)
-        v1 = w1z @ zdot
-        c1 = dd1 * v1 * v1  # second derivative along zdot; h1 is affine in z
-        h2 = self.l2(a1)
-        a2, d2, dd2 = silu_derivs(h2)
-        j2 = d2[:, None] * (self.l2.weight @ j1)
-        v2 = self.l2.weight @ (j1 @ zdot)
-        c2 = dd2 * v2 * v2 + d2 * (self.l2.weight @ c1)
-        w3 = self.l3.weight
-        return self.l3(a2), w3 @ j2, w3 @ c2
 
 
 class Decoder(nn.Module):

@@ -6,7 +6,6 @@ Lagrangian body for the parameters -> integrate with torchdiffeq.odeint frame ch
 cancel between chunks) -> decode every frame at every vertex with one matrix product per chunk.
 """
 
-import copy
 import hashlib
 import math
 from collections.abc import Callable
@@ -17,7 +16,7 @@ import torch
 from torchdiffeq import odeint
 
 from . import mesh as meshlib
-from .dynamics import DTYPE, Body, Dynamics, State, quat_to_matrix, skew
+from .dynamics import DTYPE, Body, Dynamics, LatentMap, State, quat_to_matrix, skew
 from .errors import Cancelled, SimulationError
 from .model import CoefficientMLP, NeuROK
 from .params import SimParams, make_params
@@ -81,7 +80,7 @@ class Simulator:
 
     def __init__(self, weights: str | None = None):
         self.model: NeuROK = load_model(weights)
-        self.coeff = copy.deepcopy(self.model.decoder.coeff).double()  # the ODE runs in float64
+        self.coeff = self.model.decoder.coeff
         self.locking = self.model.calibration.get("locking")
         self._cache: tuple[str, Encoding] | None = None
 
@@ -214,7 +213,7 @@ def _spring_graph(points: np.ndarray, rng: np.random.Generator, solid: bool) -> 
 @torch.no_grad()
 def build_body(enc: Encoding, p: SimParams, coeff: CoefficientMLP, locking: dict | None = None) -> Plan:
     """Physical body for the parameters, its reduced latent basis and the RK4 substeps per frame; ``coeff`` is the
-    decoder's coefficient MLP in float64 and ``locking`` the weights' stiffness correction for solids (None: none)."""
+    decoder's coefficient MLP and ``locking`` the weights' stiffness correction for solids (None: none)."""
     n = len(enc.queries)
     volume = enc.volume if enc.closed else enc.area * p.thickness
     rest = torch.as_tensor(enc.queries, dtype=DTYPE)
@@ -254,8 +253,7 @@ def build_body(enc: Encoding, p: SimParams, coeff: CoefficientMLP, locking: dict
         ground_k = _ground_stiffness(ground_k, float(rest.norm(dim=1).max()), float(np.linalg.norm(p.gravity)), dt)
         # Fixed-step methods (and the RK4 fallback) need steps short enough for the contact as well.
         substeps = max(substeps, math.ceil(math.sqrt(ground_k) * dt / CONTACT_STEP))
-    g0 = coeff(torch.zeros(U.shape[0], dtype=DTYPE), code)
-    body = Body(rest=rest, center=com, phi=phi, U=U, added_mass=added_mass, code=code, coeff=coeff, g0=g0, mass=mass,
+    body = Body(rest=rest, center=com, phi=phi, latent=LatentMap(coeff, code, U), added_mass=added_mass, mass=mass,
                 spring_i=si, spring_j=sj, spring_rest=length, spring_k=torch.full_like(length, k_spring),
                 damping=damping, drag=p.drag, gravity=torch.as_tensor(p.gravity, dtype=DTYPE), ground=p.ground,
                 ground_k=ground_k, free=not enc.pinned)
@@ -351,7 +349,7 @@ def _reduced_basis(coeff, code, phi, mass, directions, si, sj, k_spring):
     """
     k = coeff.l1.in_features - len(code)
     z0 = torch.zeros(k, dtype=DTYPE)
-    _, G, _ = coeff.with_derivatives(z0, code, z0)
+    _, G, _ = LatentMap(coeff, code, torch.eye(k, dtype=DTYPE)).with_derivatives(z0, z0)
     J = phi @ G  # (3N, k)
     m3 = mass.repeat_interleave(3)
     M = J.T @ (m3[:, None] * J)
@@ -436,7 +434,7 @@ def _sane(body: Body, ys: torch.Tensor, limit: float) -> bool:
     if not torch.isfinite(ys).all():
         return False
     _, _, q, _, _, _ = State(body).split(ys[-1])
-    a = body.coeff(body.U @ q, body.code) - body.g0
+    a = body.latent(q)
     return float((body.phi @ a).abs().max()) <= limit
 
 
@@ -469,7 +467,7 @@ def decode_frames(enc: Encoding, plan: Plan, states: torch.Tensor) -> np.ndarray
     st = State(body)
     T, V = len(states), len(enc.vertices)
     parts = [st.split(y) for y in states]
-    A = body.coeff(torch.stack([body.U @ q for _, _, q, _, _, _ in parts]), body.code.expand(T, -1)) - body.g0
+    A = body.latent(torch.stack([q for _, _, q, _, _, _ in parts]))
     if body.free:
         R = torch.stack([quat_to_matrix(quat) for _, quat, *_ in parts])
         shift = body.center + torch.stack([t for t, *_ in parts])

@@ -188,3 +188,23 @@ def test_locking_correction_follows_the_pins_not_only_the_shape(sim):
         rest = torch.as_tensor(enc.queries - enc.queries.mean(0))
         e = _effective_stiffness(enc, p, rest, sim.locking)
         assert (e < 0.2e6) if expected == "corrected" else e == pytest.approx(1e6), (expected, e)
+
+
+def test_latent_map_derivatives_match_autograd(sim):
+    """The closed-form Jacobian and second derivative along q' that the ODE uses, against torch.func, for the
+    shipped decoder with a random shape code and reduced basis."""
+    import torch
+
+    from model_runtime.dynamics import LatentMap
+
+    g = torch.Generator().manual_seed(0)
+    k = sim.model.cfg.latent_dim
+    code = torch.randn(sim.model.cfg.code_dim, generator=g, dtype=torch.float64)
+    U = torch.randn(k, 5, generator=g, dtype=torch.float64)
+    latent = LatentMap(sim.coeff, code, U)
+    q, qd = torch.randn(5, generator=g, dtype=torch.float64), torch.randn(5, generator=g, dtype=torch.float64)
+    a, J, c = latent.with_derivatives(q, qd)
+    assert torch.allclose(a, latent(q)) and torch.allclose(latent(torch.zeros(5, dtype=torch.float64)), 0 * a)
+    assert torch.allclose(J, torch.func.jacrev(latent)(q), atol=1e-10)
+    hessian = torch.func.hessian(latent)(q)  # (P, r, r)
+    assert torch.allclose(c, torch.einsum("pij,i,j->p", hessian, qd, qd), atol=1e-10)
