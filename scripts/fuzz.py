@@ -235,6 +235,14 @@ def check_result(out, vertices, params) -> str | None:
     return None
 
 
+def load_strain(vertices, options: dict) -> float:
+    """rho |g| L / E: the strain the body's own weight asks of it (L its bounding-box diagonal), the dimensionless
+    load that decides whether a soft body under strong gravity stays within what the model can represent."""
+    p = make_params(num_vertices=len(vertices), **options)
+    size = float(np.linalg.norm(np.ptp(np.asarray(vertices, np.float64), axis=0)))
+    return p.density * float(np.linalg.norm(p.gravity)) * size / p.stiffness
+
+
 def run_case(simulator, vertices, faces, options: dict):
     """('result' | 'refused' | 'crash' | 'nonfinite' | 'check', detail) for one simulate call."""
     from model_runtime.simulator import DEFAULT_METHOD
@@ -277,6 +285,7 @@ def main(argv=None) -> int:
     refusals: collections.Counter = collections.Counter()
     kinds: collections.Counter = collections.Counter()
     failures = []
+    failed_strains, passed_strains = [], []  # self-weight strain of valid cases that failed / succeeded to simulate
     indices = [args.only] if args.only is not None else range(args.start, args.start + args.count)
     start = time.monotonic()
     for done, i in enumerate(indices, 1):
@@ -289,6 +298,10 @@ def main(argv=None) -> int:
         kinds[(kind, outcome)] += 1
         if outcome == "refused":
             refusals[detail] += 1
+        if invalid is None and outcome == "result":
+            passed_strains.append(load_strain(v, options))
+        elif invalid is None and detail.startswith("SimulationError"):
+            failed_strains.append(load_strain(v, options))
         elif outcome != "result":
             failures.append((i, kind, invalid, detail))
             print(f"case {i} ({kind}, {invalid or 'valid params'}, {len(v)} vertices): {outcome}: {detail}",
@@ -302,6 +315,12 @@ def main(argv=None) -> int:
     print("refusals by message:")
     for key, n in refusals.most_common():
         print(f"  {n:5d}  {key}")
+    if failed_strains:
+        print(f"SimulationErrors on valid input: {len(failed_strains)}; self-weight strain rho |g| L / E, "
+              "quartiles (0, 25, 50, 75, 100%):")
+        for name, xs in (("failed", failed_strains), ("simulated", passed_strains)):
+            if xs:
+                print(f"  {name:10s} " + "  ".join(f"{q:.2g}" for q in np.percentile(xs, [0, 25, 50, 75, 100])))
     print("outcomes by mesh kind:")
     for kind in MESH_KINDS:
         row = {o: kinds[(kind, o)] for o in ("result", "refused", "crash", "nonfinite", "check") if kinds[(kind, o)]}
