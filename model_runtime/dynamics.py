@@ -39,12 +39,15 @@ class LatentMap:
     """
 
     def __init__(self, mlp: CoefficientMLP, code: torch.Tensor, U: torch.Tensor):
-        w1 = mlp.l1.weight.to(DTYPE)
+        def constant(t):  # weights are constants of the ODE: no autograd
+            return t.detach().to(DTYPE)
+
+        w1 = constant(mlp.l1.weight)
         k = U.shape[0]
         self.w1 = w1[:, :k] @ U  # (H, r)
-        self.b1 = mlp.l1.bias.to(DTYPE) + w1[:, k:] @ code.to(DTYPE)
-        self.w2, self.b2 = mlp.l2.weight.to(DTYPE), mlp.l2.bias.to(DTYPE)
-        self.w3, self.b3 = mlp.l3.weight.to(DTYPE), mlp.l3.bias.to(DTYPE)
+        self.b1 = constant(mlp.l1.bias) + w1[:, k:] @ code.to(DTYPE)
+        self.w2, self.b2 = constant(mlp.l2.weight), constant(mlp.l2.bias)
+        self.w3, self.b3 = constant(mlp.l3.weight), constant(mlp.l3.bias)
         self.g0 = self._g(torch.zeros(U.shape[1], dtype=DTYPE))
 
     @property

@@ -296,12 +296,12 @@ def main(argv=None) -> int:
         outcome, detail = run_case(sim, v, f, options)
         outcomes[outcome] += 1
         kinds[(kind, outcome)] += 1
-        if outcome == "refused":
-            refusals[detail] += 1
         if invalid is None and outcome == "result":
             passed_strains.append(load_strain(v, options))
         elif invalid is None and detail.startswith("SimulationError"):
             failed_strains.append(load_strain(v, options))
+        if outcome == "refused":
+            refusals[detail] += 1
         elif outcome != "result":
             failures.append((i, kind, invalid, detail))
             print(f"case {i} ({kind}, {invalid or 'valid params'}, {len(v)} vertices): {outcome}: {detail}",
