@@ -43,6 +43,7 @@ FIXED_STEP_METHODS = {"euler", "midpoint", "rk4", "explicit_adams", "implicit_ad
 GROUND_SAG = 5e-4  # resting depth g / k of a unit mass on the ground penalty, as a fraction of the body's size
 MAX_GROUND_RATE = 150.0  # cap on sqrt(k) * frame time: ~30 adaptive steps a frame while touching the ground
 CONTACT_STEP = 2.0  # sqrt(k) * step for fixed steps: RK4 is stable to 2.8 on the critically damped contact
+SMALL_OBJECT = 0.02  # m across: failures of smaller bodies explain the size (see _size_hint)
 MAX_STEPS_PER_FRAME = 200  # adaptive steps; typical runs take 2-10, a 0.01 mm cloth needed more than 50
 
 Progress = Callable[[float, str], None]
@@ -410,15 +411,27 @@ def integrate(body: Body, p: SimParams, substeps: int, method: str, progress: Pr
             except (torch.linalg.LinAlgError, AssertionError) as exc:  # a singular mass matrix, a spent budget
                 raise SimulationError(f"the simulation broke down between frames {start} and {stop} (the body "
                                       "deformed past what the model can represent); try a stiffer material, more "
-                                      "damping or drag, or a smaller gravity") from exc
+                                      "damping or drag, or a smaller gravity" + _size_hint(body)) from exc
             if not _sane(body, ys, limit):
                 raise SimulationError(f"the simulation diverged between frames {start} and {stop}; try a softer "
-                                      "material, more damping or drag, or a smaller gravity")
+                                      "material, more damping or drag, or a smaller gravity" + _size_hint(body))
             states.extend(ys)
             progress(0.05 + 0.9 * stop / p.frames, f"frame {stop}/{p.frames}")
     finally:
         torch.set_num_threads(threads)
     return torch.stack(states)
+
+
+def _size_hint(body: Body) -> str:
+    """What to tell the user when a small object fails: in the fuzz of valid input, 15 of 21 failures were bodies
+    under 1 cm across (a 0.2 mm sheet swings on its pins with a period of ~20 ms, faster than any frame rate), where
+    the likely cause is a scene modelled in the wrong unit rather than a wish to simulate a crumb."""
+    across = 2.0 * body.size
+    if across >= SMALL_OBJECT:
+        return ""
+    return (f". The object is only {across * 1000:.2g} mm across: NeuROK works in real units (1 unit = 1 m), and "
+            "at this size it moves faster than the frames can follow; scale the object up if it is meant to be "
+            "larger, or raise the frame rate")
 
 
 def _state_scale(body: Body) -> float:

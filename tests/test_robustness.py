@@ -106,6 +106,15 @@ def test_a_mesh_over_the_vertex_limit_is_refused_stating_the_limit():
 
 # Parameters ---------------------------------------------------------------------------------------------------------
 
+def test_a_failure_on_a_tiny_object_names_its_size_and_the_unit(sim):
+    """Fuzz case 117 (seed 0): a 0.25 mm sheet on a few pins at 60 fps swings faster than the frames can follow.
+    The refusal says how small it is and that NeuROK works in metres, the likely mistake behind such a scene."""
+    v, f, _, invalid, options = fuzz.make_case(0, 117)
+    assert invalid is None
+    with pytest.raises(SimulationError, match=r"only 0\.\d+ mm across: NeuROK works in real units"):
+        sim.simulate(v, f, make_params(num_vertices=len(v), **options))
+
+
 @pytest.mark.parametrize("invalid", sorted(fuzz.INVALID))
 def test_nonsense_parameters_are_rejected_by_the_runtime(invalid):
     v, f = cloth()
