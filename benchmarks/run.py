@@ -695,7 +695,9 @@ def main(argv=None) -> int:
         previous = json.loads(out.with_suffix(".json").read_text())
         kept = [k for k in ("speed", "scaling", "fidelity") if k not in sections and k in previous]
         result.update({k: previous[k] for k in kept})
-        result["merged"] = {k: {"command": previous["command"], "date": previous["date"]} for k in kept}
+        # A section kept twice keeps the run it came from, not the run that last carried it along.
+        origin = {"command": previous["command"], "date": previous["date"]}
+        result["merged"] = {k: previous.get("merged", {}).get(k, origin) for k in kept}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report_markdown(result, out))
     out.with_suffix(".json").write_text(json.dumps(result, indent=1, default=str) + "\n")
