@@ -423,9 +423,9 @@ def integrate(body: Body, p: SimParams, substeps: int, method: str, progress: Pr
 
 
 def _size_hint(body: Body) -> str:
-    """What to tell the user when a small object fails: in the fuzz of valid input, 15 of 21 failures were bodies
-    under 1 cm across (a 0.2 mm sheet swings on its pins with a period of ~20 ms, faster than any frame rate), where
-    the likely cause is a scene modelled in the wrong unit rather than a wish to simulate a crumb."""
+    """What to tell the user when a small object fails. In the fuzz of valid input (seed 0, cases 0-425), 19 of the
+    25 failures were bodies under 2 cm across (a 0.2 mm sheet swings on its pins with a period of ~20 ms, faster
+    than any frame rate); the likely cause is a scene modelled in the wrong unit, not a wish to simulate a crumb."""
     across = 2.0 * body.size
     if across >= SMALL_OBJECT:
         return ""
