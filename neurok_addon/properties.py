@@ -24,7 +24,9 @@ class NeuROKSettings(bpy.types.PropertyGroup):
     stiffness: FloatProperty(
         name="Stiffness", default=MATERIALS[DEFAULT_MATERIAL].stiffness, min=1.0, max=1e11, soft_min=1e3,
         soft_max=1e9, precision=0, step=1000,
-        description="Young's modulus in pascals (Pa): how strongly the material resists stretching and bending")
+        description="Young's modulus in pascals (Pa): how strongly a solid (closed mesh) resists stretching and "
+                    "bending. Open surfaces (cloth) drape by their shape and weight: above some tens of kPa their "
+                    "stiffness changes little")
     density: FloatProperty(
         name="Density", default=MATERIALS[DEFAULT_MATERIAL].density, min=1.0, max=25_000.0, precision=1,
         description="Mass per volume in kg/m^3 (water is 1000)")
