@@ -22,6 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from model_runtime.errors import NeuROKError  # noqa: E402
+from model_runtime.evaluate import bbox_diagonal  # noqa: E402
 from model_runtime.materials import MATERIALS  # noqa: E402
 from model_runtime.params import make_params  # noqa: E402
 
@@ -236,10 +237,10 @@ def check_result(out, vertices, params) -> str | None:
 
 
 def load_strain(vertices, options: dict) -> float:
-    """rho |g| L / E: the strain the body's own weight asks of it (L its bounding-box diagonal), the dimensionless
-    load that decides whether a soft body under strong gravity stays within what the model can represent."""
+    """rho |g| L / E: the strain the body's own weight asks of it (L its bounding-box diagonal), to see whether
+    failures on valid input come from strong loads (they did not: see the report)."""
     p = make_params(num_vertices=len(vertices), **options)
-    size = float(np.linalg.norm(np.ptp(np.asarray(vertices, np.float64), axis=0)))
+    size = bbox_diagonal(np.asarray(vertices, np.float64))
     return p.density * float(np.linalg.norm(p.gravity)) * size / p.stiffness
 
 
