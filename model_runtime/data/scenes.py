@@ -1,10 +1,13 @@
 """Scene families and their randomized, physically meaningful parameters (all SI units).
 
-Families: ``cloth`` (sheets pinned along an edge or at two corners; one-corner and
-dropped-on-the-ground set-ups exist but are off in v1, see CLOTH_MODES),
+Families: ``cloth`` (sheets pinned along an edge, at two corners or at one, or dropped on the ground),
 ``cutout`` (flat real outlines, woody, re-gridded, hanging from an edge), ``soft`` (boxes, ellipsoids
-and bumped blobs as tetrahedral solids: pinned at their base, or thrown and spinning) and
+and bumped blobs as tetrahedral solids: pinned at their base, thrown and spinning, or dropped on the ground),
+``real`` (the closed real meshes of ../shared/meshes decimated to 500-3000 vertices, set up like ``soft``) and
 ``beam`` (box cantilevers clamped at one end, L/a 5-20). A scene is a pure function of (seed, index, config).
+
+``DEFAULT_CONFIG`` is the v1 dataset's (no real solids, no ground); ``configs/data-v1.1.json`` adds both. A family
+or set-up with weight 0 draws nothing from the random stream, so v1 regenerates bit for bit.
 """
 
 from dataclasses import dataclass
@@ -17,17 +20,18 @@ from . import shapes
 DEFAULT_CONFIG = {
     "frames": 48,
     "fps": 24.0,
-    "family_weights": {"cloth": 0.3, "cutout": 0.1, "soft": 0.35, "beam": 0.25},
+    "family_weights": {"cloth": 0.3, "cutout": 0.1, "soft": 0.35, "beam": 0.25, "real": 0.0},
     "resolution_scale": 1.0,  # multiplies vertex counts (tests use tiny meshes)
     "stiffness_scale": 1.0,  # multiplies every sampled Young's modulus (tests force blow-ups with tiny values)
     "max_edge_stretch": 3.0,  # reject a sequence when any edge grows beyond this factor of its rest length
+    # Set-ups and their odds. The v1 dataset left out ground contact (Newton's collision pipeline made a sequence
+    # 10-20x slower on this CPU) and one-corner pins (a point load stretched the unconverged cloth beyond the
+    # rejection bound).
+    "cloth_modes": {"edge": 0.6, "two_corners": 0.4, "one_corner": 0.0, "ground": 0.0},
+    "soft_modes": {"base": 0.6, "ground": 0.0, "free": 0.4},
 }
 CUTOUT_MESHES = ("woody",)  # alligator's thin legs and tail tore (stretch > 3x) at the dataset's solver settings
-# Set-ups and their odds. Ground contact (Newton's collision pipeline) made a sequence 10-20x slower on this CPU
-# and one-corner pins (a point load) stretched the unconverged cloth beyond the rejection bound, so the v1 dataset
-# leaves both out; the reference simulator supports ground planes all the same.
-CLOTH_MODES = {"edge": 0.6, "two_corners": 0.4, "one_corner": 0.0, "ground": 0.0}
-SOFT_MODES = {"base": 0.6, "ground": 0.0, "free": 0.4}
+REAL_SOLIDS = ("cheburashka", "fandisk")  # the closed, manifold meshes of ../shared/meshes
 
 
 @dataclass
@@ -50,7 +54,7 @@ def sample_scene(seed: int, index: int, config: dict | None = None) -> Scene:
     res = float(cfg["resolution_scale"])
     shape_id = f"{family}-{seed}-{index}"
     if family == "cloth":
-        v, f, pins, ground, variant = _cloth(rng, res)
+        v, f, pins, ground, variant = _cloth(rng, res, cfg["cloth_modes"])
         mat = _cloth_material(rng)
     elif family == "cutout":
         name = CUTOUT_MESHES[rng.integers(len(CUTOUT_MESHES))]
@@ -60,8 +64,10 @@ def sample_scene(seed: int, index: int, config: dict | None = None) -> Scene:
         pins = _edge_pins(v, rng.integers(4), 0.04)
         ground, variant = None, f"{name}-edge"
         mat = _cloth_material(rng)
-    elif family == "soft":
-        v, f, pins, ground, variant = _soft(rng, res)
+    elif family in ("soft", "real"):
+        v, f, pins, ground, variant = _soft(rng, res, cfg["soft_modes"], real=family == "real")
+        if family == "real":
+            shape_id = f"real-{variant.split('-')[0]}"
         mat = {"stiffness": _log_uniform(rng, 3e5, 3e6), "density": rng.uniform(500, 1500),
                "poisson": rng.uniform(0.25, 0.45), "damping": _log_uniform(rng, 1e-3, 2e-2), "thickness": 1e-3}
     else:
@@ -111,7 +117,7 @@ def _gravity(rng) -> np.ndarray:
 
 
 def _material_name(family: str) -> str:
-    return {"cloth": "cloth", "cutout": "cloth", "soft": "jelly", "beam": "elastic_beam"}[family]
+    return {"cloth": "cloth", "cutout": "cloth", "soft": "jelly", "real": "jelly", "beam": "elastic_beam"}[family]
 
 
 def _cloth_material(rng) -> dict:
@@ -127,13 +133,17 @@ def _edge_pins(v: np.ndarray, side: int, band: float) -> np.ndarray:
     return np.nonzero(c >= c.max() - band * (c.max() - c.min()) - 1e-9)[0]
 
 
-def _cloth(rng, res: float):
+def _pick(rng, odds: dict) -> str:
+    return str(rng.choice(list(odds), p=np.array(list(odds.values()), float) / sum(odds.values())))
+
+
+def _cloth(rng, res: float, modes: dict):
     w, h = rng.uniform(0.3, 2.0), rng.uniform(0.3, 2.0)
     n = max(4, int(np.sqrt(rng.uniform(150, 600) * res)))
     nx = max(3, int(round(n * np.sqrt(w / h))))
     ny = max(3, int(round(n * np.sqrt(h / w))))
     v, f = shapes.grid_sheet(nx, ny, w, h)
-    mode = rng.choice(list(CLOTH_MODES), p=list(CLOTH_MODES.values()))
+    mode = _pick(rng, modes)
     corners = [0, ny, nx * (ny + 1), nx * (ny + 1) + ny]
     ground = None
     if mode == "edge":
@@ -159,23 +169,29 @@ def _tilt(rng, max_deg: float) -> np.ndarray:
     return np.array([[1, 0, 0], [0, c, -s], [0, s, c]])
 
 
-def _soft(rng, res: float):
-    kind = rng.choice(["box", "ellipsoid", "blob"])
+def _solid_shape(rng, res: float, real: bool):
+    """(vertices, faces, kind, size in m) of a soft body: a real closed mesh, or a box, ellipsoid or blob."""
+    if real:
+        kind = REAL_SOLIDS[rng.integers(len(REAL_SOLIDS))]
+        size = rng.uniform(0.15, 0.6)  # bounding-box diagonal
+        v, f = shapes.decimated_solid(kind, max(60, int(rng.uniform(500, 3000) * res)))
+        return v * size, f, kind, size
+    kind = str(rng.choice(["box", "ellipsoid", "blob"]))
     size = rng.uniform(0.1, 0.5)
     if kind == "box":
         dims = size * rng.uniform(0.4, 1.0, size=3)
         cell = (np.prod(dims) ** (1 / 3)) / max(2.0, 5.0 * np.sqrt(res) * rng.uniform(0.8, 1.3))
         counts = tuple(int(max(2, round(d / cell))) for d in dims)
-        v, f = shapes.box_surface(counts, dims)
-    else:
-        sub = 3 if res >= 0.5 and (kind == "blob" or rng.random() < 0.5) else 2
-        if kind == "ellipsoid":
-            v, f = shapes.icosphere(sub)
-        else:
-            v, f = shapes.bumped_sphere(sub, rng)
-        v = v * (size / 2 * rng.uniform(0.5, 1.0, size=3))
+        return *shapes.box_surface(counts, dims), kind, size
+    sub = 3 if res >= 0.5 and (kind == "blob" or rng.random() < 0.5) else 2
+    v, f = shapes.icosphere(sub) if kind == "ellipsoid" else shapes.bumped_sphere(sub, rng)
+    return v * (size / 2 * rng.uniform(0.5, 1.0, size=3)), f, kind, size
+
+
+def _soft(rng, res: float, modes: dict, real: bool = False):
+    v, f, kind, size = _solid_shape(rng, res, real)
     v = v @ _random_rotation(rng).T
-    mode = rng.choice(list(SOFT_MODES), p=list(SOFT_MODES.values()))
+    mode = _pick(rng, modes)
     ground = None
     pins = np.zeros(0, np.int64)
     if mode == "base":
