@@ -181,3 +181,52 @@ def test_generate_rejects_blown_up_sequences(tmp_path):
     assert stats["rejected"] == 2 and list_sequences(str(tmp_path)) == []
     rejected = [json.loads(line) for line in open(tmp_path / "rejected.jsonl")]
     assert {r["index"] for r in rejected} == {0, 1} and all("stretched" in r["reason"] for r in rejected)
+
+
+def test_zero_weight_families_and_set_ups_draw_nothing_so_v1_regenerates():
+    from model_runtime.data.scenes import DEFAULT_CONFIG, sample_scene
+
+    v1_keys = {"cloth": 0.3, "cutout": 0.1, "soft": 0.35, "beam": 0.25}  # v1's families, before 'real' existed
+    without = {**DEFAULT_CONFIG, "family_weights": v1_keys, "cloth_modes": {"edge": 0.6, "two_corners": 0.4},
+               "soft_modes": {"base": 0.6, "free": 0.4}}
+    for i in range(40):
+        a, b = sample_scene(1, i, DEFAULT_CONFIG), sample_scene(1, i, without)
+        if a.family == "cutout":
+            continue  # reads ../shared/meshes
+        assert (a.family, a.variant, a.shape_id) == (b.family, b.variant, b.shape_id)
+        assert np.array_equal(a.vertices, b.vertices) and a.params.to_dict() == b.params.to_dict()
+
+
+def test_ground_drops_are_sampled_and_a_dropped_sheet_lands_on_the_ground():
+    import json
+
+    from model_runtime.data.scenes import DEFAULT_CONFIG, sample_scene
+    from model_runtime.params import make_params
+
+    cfg = {**DEFAULT_CONFIG, **json.load(open("configs/data-v1.1.json")), "family_weights": {"cloth": 1.0}}
+    drops = [s for s in (sample_scene(1, i, cfg) for i in range(40)) if s.variant == "ground"]
+    assert drops and all(s.params.ground < s.vertices[:, 2].min() and not len(s.params.pins) for s in drops)
+    from model_runtime.data.reference import simulate_reference
+
+    v, f = _sheet()
+    params = make_params(num_vertices=len(v), frames=24, material="cloth", ground=-0.1)
+    p = simulate_reference(v, f, params, settings="dataset")
+    # Free fall reaches the plane after 0.14 s; a second later the sheet lies on it, not in or under it.
+    assert abs(p[-1, :, 2].mean() + 0.1) < 0.01 and p[-1, :, 2].min() > -0.11
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(os.path.dirname(__file__), "..", "..", "shared", "meshes")),
+                    reason="needs ../shared/meshes next to the repository")
+@pytest.mark.parametrize("name", ["cheburashka", "fandisk"])
+def test_real_solids_decimate_to_closed_meshes_of_the_asked_size(name):
+    from model_runtime.data.reference import tetrahedralize
+    from model_runtime.data.shapes import decimated_solid
+    from model_runtime.mesh import is_closed, validate
+
+    for target in (500, 1500, 3000):
+        v, f = decimated_solid(name, target)
+        assert abs(len(v) - target) <= 0.05 * target
+        assert np.linalg.norm(np.ptp(v, 0)) == pytest.approx(1.0)
+        mesh = validate(v, f)
+        assert is_closed(mesh)
+        tetrahedralize(mesh)  # fills without error
