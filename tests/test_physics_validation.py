@@ -34,8 +34,8 @@ def test_pins_hold_to_a_millionth_of_the_diagonal():
 
 def test_cantilever_sag_scales_as_density_over_stiffness_and_matches_theory_once_locking_is_counted():
     beam = dict(length=1.0, thick=0.1, stiffness=2e7, density=1000.0, per_thickness=3)
-    sag, freq, _ = V.cantilever(REFERENCE, **beam)
-    stiffer, _, _ = V.cantilever(REFERENCE, **{**beam, "stiffness": 4e7})
+    sag, freq, _, _ = V.cantilever(REFERENCE, **beam)
+    stiffer, *_ = V.cantilever(REFERENCE, **{**beam, "stiffness": 4e7})
     theory, theory_freq = V.beam_theory(1.0, 0.1, 2e7, 1000.0)
     assert abs(stiffer / sag - 0.5) < 0.025, f"sag ratio {stiffer / sag:.3f} for E x2"
     # Linear tets three across lock in bending: measured 0.70x the Euler-Bernoulli sag and 1.13x its frequency at
@@ -75,7 +75,7 @@ def test_a_damped_solid_takes_the_implicit_path_and_settles_to_the_same_sag():
     # bar settles where the undamped one oscillates about.
     v, f = V.box_mesh((0.4, 0.08, 0.08), (5, 1, 1))
     pins = np.nonzero(v[:, 0] <= 1e-9)[0]
-    coarse = replace(REFERENCE, lattice_cells=80)
+    coarse = replace(REFERENCE, lattice_cells=80, min_cells_across=1)
     tip = np.nonzero(v[:, 0] >= 0.4 - 1e-9)[0]
     sags = {}
     for damping in (0.0, 0.01):
@@ -101,3 +101,18 @@ def test_catenary_helper():
     # A nearly taut chain: sag -> sqrt(3 s (L - s) / 8) as L -> s (parabola limit).
     s, length = 1.0, 1.001
     assert abs(V.catenary_sag(length, s) / np.sqrt(3 * s * (length - s) / 8) - 1) < 0.01
+
+
+def test_the_lattice_resolves_a_slender_body_across_its_thickness_within_a_budget():
+    from model_runtime.data.reference import lattice_cell
+
+    rng = np.random.default_rng(0)
+    for length, thick in ((1.0, 0.1), (0.6, 0.05)):
+        v, _ = V.box_mesh((length, thick, thick), (10, 2, 2))
+        q = np.linalg.qr(rng.normal(size=(3, 3)))[0]  # any orientation
+        cell = lattice_cell(v @ q.T, length * thick**2, REFERENCE)
+        assert np.ceil(thick / cell - 1e-6) >= REFERENCE.min_cells_across
+    cube, _ = box_surface((2, 2, 2), (0.2, 0.2, 0.2))  # compact: the volume budget already resolves it
+    assert (0.008 / lattice_cell(cube, 0.008, REFERENCE) ** 3) == pytest.approx(REFERENCE.lattice_cells)
+    plate, _ = box_surface((4, 4, 1), (1.0, 1.0, 0.001))  # would need 8e6 cubes: capped
+    assert 0.001 / lattice_cell(plate, 0.001, REFERENCE) ** 3 == pytest.approx(REFERENCE.max_lattice_cells)

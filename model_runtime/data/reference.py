@@ -174,6 +174,11 @@ class SolverSettings:
     lattice_cells: int = 1500
     cell: float | None = None
     solid_engine: str = "newton"
+    # Linear tets lock in bending: a cantilever's sag reached 0.90 of Euler-Bernoulli's at 6 cells across its
+    # thickness and 0.96 at 8 (docs/physics-validation.md), so the lattice is refined until the body's thinnest
+    # principal extent is ``min_cells_across`` cells, within ``max_lattice_cells`` cubes.
+    min_cells_across: int = 8
+    max_lattice_cells: int = 8000
 
 
 # ``python -m model_runtime reference`` and ``data validate``: see docs/physics-validation.md for what they meet.
@@ -182,6 +187,23 @@ REFERENCE = SolverSettings(substep_rate=1152.0, iterations=32, embedded=True, so
 # The v1 dataset (issue 3): conforming tets, 12 x 2. Kept so that dataset can be regenerated bit for bit.
 DATASET = SolverSettings(substep_rate=newton_engine.SUBSTEPS * 24.0, iterations=newton_engine.ITERATIONS,
                          embedded=False)
+
+
+def lattice_cell(vertices: np.ndarray, volume: float, settings: SolverSettings) -> float:
+    """Edge (m) of the embedding lattice's cubes: ``settings.cell`` when given, else about ``lattice_cells`` cubes
+    for the body's volume, refined so its thinnest principal extent is ``min_cells_across`` cubes across, but never
+    beyond ``max_lattice_cells`` cubes."""
+    if settings.cell is not None:
+        return settings.cell
+    centred = vertices - vertices.mean(0)
+    axes = np.linalg.svd(centred, full_matrices=False)[2]
+    # Widths across the two minor principal axes at every 5 degrees: a square cross-section's principal axes are
+    # arbitrary within its plane (equal eigenvalues) and may run along its diagonal.
+    turn = np.linspace(0.0, np.pi, 36, endpoint=False)
+    across = np.cos(turn)[:, None] * axes[1] + np.sin(turn)[:, None] * axes[2]
+    thinnest = float(np.ptp(centred @ across.T, axis=0).min())
+    cell = min((volume / settings.lattice_cells) ** (1.0 / 3.0), thinnest / settings.min_cells_across)
+    return max(cell, (volume / settings.max_lattice_cells) ** (1.0 / 3.0))
 
 
 def simulate_reference(
@@ -217,7 +239,7 @@ def simulate_reference(
         positions = simulate_body(nodes, mesh.faces, params, tets=tets, **run)[:, : len(v)]
     else:
         fine_nodes, fine_tets = tetrahedralize(mesh)
-        cell = settings.cell or (enclosed_volume(mesh) / settings.lattice_cells) ** (1.0 / 3.0)
+        cell = lattice_cell(v, enclosed_volume(mesh), settings)
         nodes, tets, fill, volume, at, weights = build_cage(v, fine_nodes, fine_tets, cell)
         # A node is held when it carries weight for a pinned vertex, so pinned vertices are exactly still.
         held = np.unique(tets[at[pins]][weights[pins] > 1e-9]) if pins.size else np.zeros(0, np.int64)
