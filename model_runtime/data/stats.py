@@ -9,7 +9,7 @@ import numpy as np
 from .format import list_sequences, load_params
 
 UNITS = {"stiffness": "Pa", "density": "kg/m^3", "poisson": "", "damping": "s", "thickness": "m (cloth)",
-         "drag": "1/s", "gravity_magnitude": "m/s^2", "speed": "m/s", "spin": "rad/s", "vertices": ""}
+         "drag": "1/s", "gravity_magnitude": "m/s^2", "speed": "m/s", "spin": "rad/s"}
 
 
 def _read_jsonl(path: str) -> list[dict]:
@@ -35,7 +35,6 @@ def dataset_stats(root: str) -> dict:
         values["spin"].append(float(np.linalg.norm(r["angular_velocity"])))
     ok_times = [t["seconds"] for t in timings if t.get("status") == "ok" and t.get("seconds") is not None]
     with_vertices = [t for t in timings if t.get("status") == "ok"]
-    del values["vertices"]
     attempted = len(rows) + len(rejected)
     return {
         "sequences": len(rows),
@@ -49,6 +48,7 @@ def dataset_stats(root: str) -> dict:
         "rejected": len(rejected),
         "rejection_rate": round(len(rejected) / attempted, 4) if attempted else 0.0,
         "rejection_reasons": dict(Counter(r.get("reason", "?").split(" ")[0] for r in rejected)),
+        "rejected_per_family": dict(Counter(r.get("family", "?") for r in rejected)),
         "seconds_per_sequence_one_process": {"mean": round(float(np.mean(ok_times)), 2),
                                              "max": round(float(np.max(ok_times)), 2)} if ok_times else None,
         "simulated_sequences_logged": len(with_vertices),
@@ -60,6 +60,7 @@ def format_stats(s: dict) -> str:
     lines = [f"sequences: {s['sequences']}  shapes: {s['shapes']}  with ground: {s['with_ground']}",
              f"per family: {s['per_family']}", f"per split:  {s['per_split']}",
              f"rejected: {s['rejected']} (rate {s['rejection_rate']:.1%}) {s['rejection_reasons']}",
+             f"rejected per family: {s.get('rejected_per_family', {})}",
              f"time per sequence (one process): {s['seconds_per_sequence_one_process']}; "
              f"CPU seconds total {s['cpu_seconds_total']}", "parameter ranges (min / median / max):"]
     for k, r in s["parameter_ranges"].items():
