@@ -103,7 +103,7 @@ def cantilever(settings, length, thick, stiffness, density, per_thickness=None, 
     across = per_thickness or surface_across
     v, f = box_mesh((length, thick, thick), (round(across * length / thick), across, across))
     pins = np.nonzero(v[:, 0] <= 1e-9)[0]
-    s = replace(settings, embedded=True, cell=None if per_thickness is None else thick / per_thickness)
+    s = replace(settings, embedded=True, cell=settings.cell if per_thickness is None else thick / per_thickness)
     # build_cage fits a whole number of cubes across, rounding the cell down to fit
     across_lattice = math.ceil(thick / lattice_cell(v, length * thick**2, s) - 1e-6)
     start = time.perf_counter()
