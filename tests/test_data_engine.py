@@ -229,3 +229,18 @@ def test_real_solids_decimate_to_closed_meshes_of_the_asked_size(name):
         mesh = validate(v, f)
         assert is_closed(mesh)
         tetrahedralize(mesh)  # fills without error
+
+
+@pytest.mark.parametrize("travel", [0.0, 5.0])
+def test_preview_draws_a_sequence_held_still_or_thrown(tmp_path, travel):
+    from model_runtime.data.format import save_sequence
+    from model_runtime.data.preview import preview
+
+    v, f = _box()
+    shift = np.linspace(0, travel, 5)[:, None, None] * np.array([1.0, 0.0, 0.0])
+    path = str(tmp_path / "seq_000000.npz")
+    params = make_params(num_vertices=len(v)).to_dict()
+    del params["pins"]
+    save_sequence(path, v, f, v[None] + shift, 24.0, np.zeros(len(v), bool), params, "soft", "soft-0-0")
+    preview(path, str(tmp_path / "p.png"))
+    assert (tmp_path / "p.png").stat().st_size > 10_000
