@@ -19,6 +19,15 @@ def _read_jsonl(path: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def _reason_kind(reason: str) -> str:
+    """'edge' (stretched beyond the bound), 'diverged' (non-finite positions) or the exception's name."""
+    if reason.startswith("edge"):
+        return "edge"
+    if "diverged" in reason:
+        return "diverged"
+    return reason.split(":")[0]
+
+
 def dataset_stats(root: str) -> dict:
     paths = list_sequences(root)
     rows = [load_params(p) for p in paths]
@@ -47,7 +56,7 @@ def dataset_stats(root: str) -> dict:
                                  "max": float(np.max(v))} for k, v in values.items() if v},
         "rejected": len(rejected),
         "rejection_rate": round(len(rejected) / attempted, 4) if attempted else 0.0,
-        "rejection_reasons": dict(Counter(r.get("reason", "?").split(" ")[0] for r in rejected)),
+        "rejection_reasons": dict(Counter(_reason_kind(r.get("reason", "?")) for r in rejected)),
         "rejected_per_family": dict(Counter(r.get("family", "?") for r in rejected)),
         "seconds_per_sequence_one_process": {"mean": round(float(np.mean(ok_times)), 2),
                                              "max": round(float(np.max(ok_times)), 2)} if ok_times else None,
