@@ -65,9 +65,10 @@ def sample_scene(seed: int, index: int, config: dict | None = None) -> Scene:
         ground, variant = None, f"{name}-edge"
         mat = _cloth_material(rng)
     elif family in ("soft", "real"):
-        v, f, pins, ground, variant = _soft(rng, res, cfg["soft_modes"], real=family == "real")
+        v, f, pins, ground, kind, mode = _soft(rng, res, cfg["soft_modes"], real=family == "real")
+        variant = f"{kind}-{mode}"
         if family == "real":
-            shape_id = f"real-{variant.split('-')[0]}"
+            shape_id = f"real-{kind}"  # one real mesh is one shape: it must stay in one split
         mat = {"stiffness": _log_uniform(rng, 3e5, 3e6), "density": rng.uniform(500, 1500),
                "poisson": rng.uniform(0.25, 0.45), "damping": _log_uniform(rng, 1e-3, 2e-2), "thickness": 1e-3}
     else:
@@ -199,7 +200,7 @@ def _soft(rng, res: float, modes: dict, real: bool = False):
         pins = np.nonzero(z <= z.min() + rng.uniform(0.15, 0.3) * (z.max() - z.min()))[0]
     elif mode == "ground":
         ground = rng.uniform(0.0, 0.3) * size
-    return v, f, pins, ground, f"{kind}-{mode}"
+    return v, f, pins, ground, kind, mode
 
 
 def _beam(rng, res: float):

@@ -2,6 +2,7 @@
 real meshes decimated to a chosen vertex count."""
 
 import os
+from functools import lru_cache
 
 import numpy as np
 
@@ -9,6 +10,13 @@ from ..errors import MeshError
 from ..mesh import is_closed, read_obj, validate
 
 SHARED_MESHES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "meshes")
+
+
+@lru_cache(maxsize=None)
+def shared_mesh(name: str):
+    """A mesh of ../shared/meshes, read once per process (every scene of a real family would otherwise reparse it);
+    callers must not modify its arrays."""
+    return read_obj(os.path.join(SHARED_MESHES, name + ".obj"))
 
 
 def grid_sheet(nx: int, ny: int, width: float, height: float) -> tuple[np.ndarray, np.ndarray]:
@@ -99,7 +107,7 @@ def flat_cutout(name: str, target_vertices: int) -> tuple[np.ndarray, np.ndarray
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
-    src = read_obj(os.path.join(SHARED_MESHES, name + ".obj"))
+    src = shared_mesh(name)
     p = src.vertices[:, :2] - src.vertices[:, :2].min(0)
     p /= p.max()
     extent = p.max(0)
@@ -144,13 +152,13 @@ def decimated_solid(name: str, target_vertices: int) -> tuple[np.ndarray, np.nda
     centred at the origin and scaled to a unit bounding-box diagonal (the scene sets its physical size)."""
     import fast_simplification
 
-    src = read_obj(os.path.join(SHARED_MESHES, name + ".obj"))
+    src = shared_mesh(name)
     v, f = src.vertices, src.faces
     if target_vertices < len(v):
         v, f = fast_simplification.simplify(v.astype(np.float32), f.astype(np.int32),
                                             target_reduction=1.0 - target_vertices / len(v),
                                             agg=DECIMATION_AGGRESSIVENESS)
-    v = np.asarray(v, np.float64)
+    v = np.array(v, np.float64)  # a copy: the shared mesh is cached
     v -= 0.5 * (v.min(0) + v.max(0))
     v /= np.linalg.norm(np.ptp(v, 0))
     mesh = validate(v, np.asarray(f, np.int64))
