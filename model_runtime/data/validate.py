@@ -166,7 +166,7 @@ def energy_check(seconds: float = 2.0, fps: float = 480.0) -> Check:
     params = make_params(frames=round(seconds * fps), fps=fps, stiffness=1e7, density=1000.0, poisson=0.3,
                          damping=0.0)
     pos = simulate_solid(nodes, tets, params, volume, pins, tet_scale=fill).astype(np.float64)
-    mass = node_masses(volume, params.density)
+    mass = node_masses(volume, params.density, nodes, tets, fill)
     mass[pins] = 0.0
     vel = (pos[2:] - pos[:-2]) * fps / 2.0
     inner = pos[1:-1]

@@ -1,0 +1,74 @@
+"""What the reference simulator costs on the generator's own scenes: CPU seconds per simulated second.
+
+    taskset -c 1 .venv/bin/python -m model_runtime.data.cost --config configs/data-v2.json --indices 0 2 9 --seconds 0.5
+
+Each scene ``sample_scene(seed, i, config)`` runs for ``--seconds`` of simulated time at the config's solver
+settings (``config["solver"]``, default the v1 dataset's) or the one given; the process's CPU time (not wall time,
+so a busy second core does not inflate it) is divided by the simulated time. For solids it also reports the
+lattice size, the integrator and MuJoCo steps per second, read from the engine while it runs.
+"""
+
+import argparse
+import json
+import time
+from dataclasses import replace
+
+from . import mujoco_engine
+from .scenes import DEFAULT_CONFIG, sample_scene
+
+
+def measure(seed: int, index: int, config: dict, seconds: float, settings: str | None = None,
+            damping: float | None = None) -> dict:
+    """Simulate scene ``index`` for ``seconds``; return its description and CPU s per simulated s."""
+    from .reference import simulate_reference
+
+    cfg = {**DEFAULT_CONFIG, **config}
+    scene = sample_scene(seed, index, cfg)
+    params = scene.params
+    frames = max(1, round(seconds * params.fps))
+    params = replace(params, frames=frames) if damping is None else replace(params, frames=frames, damping=damping)
+    seen: dict = {}
+    original = mujoco_engine._run
+
+    def spy(x0, tets, p, mass, scale, pinned, center, steps, integrator, *rest):
+        seen.update(nodes=len(x0), tets=len(tets), integrator=integrator, steps_per_s=steps * p.fps,
+                    mass=float(mass.sum()))
+        return original(x0, tets, p, mass, scale, pinned, center, steps, integrator, *rest)
+
+    mujoco_engine._run = spy
+    try:
+        cpu = time.process_time()
+        error = None
+        try:
+            simulate_reference(scene.vertices, scene.faces, params, settings=settings or cfg.get("solver", "dataset"))
+        except Exception as exc:  # a failure is a measurement too (e.g. a diverged step)
+            error = f"{type(exc).__name__}: {exc}"
+        cpu = time.process_time() - cpu
+    finally:
+        mujoco_engine._run = original
+    return {"index": index, "family": scene.family, "variant": scene.variant, "vertices": len(scene.vertices),
+            "stiffness": params.stiffness, "density": params.density, "damping": params.damping,
+            "simulated_s": frames / params.fps, "cpu_s": round(cpu, 2),
+            "cpu_per_sim_s": round(cpu * params.fps / frames, 2), **seen, "error": error}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", help="generator config JSON (default: v1's)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--indices", type=int, nargs="+", required=True)
+    ap.add_argument("--seconds", type=float, default=0.5)
+    ap.add_argument("--settings", choices=("reference", "dataset"), help="default: the config's solver")
+    ap.add_argument("--damping", type=float, help="override the scene's material damping (0: the explicit path)")
+    args = ap.parse_args(argv)
+    config = {}
+    if args.config:
+        with open(args.config, encoding="utf-8") as f:
+            config = json.load(f)
+    for i in args.indices:
+        print(json.dumps(measure(args.seed, i, config, args.seconds, args.settings, args.damping)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
