@@ -2,7 +2,7 @@
 real meshes decimated to a chosen vertex count."""
 
 import os
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -12,7 +12,7 @@ from ..mesh import is_closed, read_obj, validate
 SHARED_MESHES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "meshes")
 
 
-@lru_cache(maxsize=None)
+@cache
 def shared_mesh(name: str):
     """A mesh of ../shared/meshes, read once per process (every scene of a real family would otherwise reparse it);
     callers must not modify its arrays."""
