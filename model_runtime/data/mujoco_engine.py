@@ -20,14 +20,19 @@ from ..errors import Cancelled, SimulationError
 from ..params import SimParams
 from .newton_engine import TET_EDGES, lame, lumped_tet_masses, signed_tet_volumes
 
-# Two integrators, by whether the material is damped:
-# - no damping: MuJoCo's Euler, semi-implicit (symplectic) for elastic forces and implicit for joint damping (our
-#   drag). It conserves energy (data validate) and needs the explicit stability limit: a step below the time an
-#   elastic wave takes to cross a cell; CFL is the fraction of that time used.
-# - stiffness-proportional (Rayleigh) damping is unstable in any explicit step the wave limit allows (beta w^2 dt
-#   must stay below 2, and w grows as 1 / cell), so damped bodies use the discrete-time integrator, which solves
-#   (M + dt D + dt^2 K) each step. Its own numerical damping at DAMPED_STEP_RATE (a 5 Hz mode keeps ~13% of its
-#   amplitude per second) is weaker than the presets' (rubber 0.01 s keeps <1%).
+# Two integrators:
+# - MuJoCo's Euler, semi-implicit (symplectic) for elastic forces and implicit for joint damping (our drag). It
+#   conserves energy (data validate) and needs the explicit stability limit: a step below the time an elastic wave
+#   takes to cross a cell; CFL is the fraction of that time used. Undamped bodies always take it.
+# - Stiffness-proportional (Rayleigh) damping beta tightens that limit (see stable_step): in a stiff body it would
+#   take far more steps than the wave limit (beta w^2 dt must stay below 2, and w grows as 1 / cell), so a damped
+#   body takes the discrete-time integrator, which solves (M + dt D + dt^2 K) each step, unless its damped explicit
+#   step is affordable (below MAX_DAMPED_EXPLICIT_RATE steps/s, or at most DAMPED_EXPLICIT_COST times the
+#   undamped body's steps). The explicit path is preferred because it is exact where the implicit one is not: at
+#   DAMPED_STEP_RATE the implicit solve's own numerical damping (a 5 Hz mode keeps ~13% of its amplitude per
+#   second) exceeds a weak material damping's (beta 1e-3 s keeps 61% at 5 Hz), though not the presets' (rubber
+#   0.01 s keeps <1%). Soft, weakly damped bodies (the v2 dataset's) take the explicit path; on a 2.7k-node blob an
+#   explicit step cost ~1.3 ms and an implicit one ~70 ms.
 # The solve is iterative: at MuJoCo's default cap (100 iterations) a 1k-node beam came out under-converged and
 # oscillated 26% slow; 200 iterations at 1e-9 matched 1000 at 1e-12. Damping makes the system stiffer to solve (a
 # rubber bar at 1e-9 ran out of 1000 iterations at a residual of 5e-7), hence 1e-6. A converged solve stops early,
@@ -36,6 +41,8 @@ from .newton_engine import TET_EDGES, lame, lumped_tet_masses, signed_tet_volume
 CFL = 0.4
 MIN_STEP_RATE = 240.0  # Euler steps per simulated second at least, for soft bodies whose wave limit allows fewer
 DAMPED_STEP_RATE = 240.0
+MAX_DAMPED_EXPLICIT_RATE = 15000.0
+DAMPED_EXPLICIT_COST = 2.5
 SOLVE_ITERATIONS = 1000
 SOLVE_TOLERANCE = 1e-6
 RETRIES = 3
@@ -100,15 +107,31 @@ def node_masses(node_volume: np.ndarray, density: float, nodes: np.ndarray | Non
 
 
 def stable_step(nodes: np.ndarray, tets: np.ndarray, params: SimParams, mass: np.ndarray,
-                tet_scale: np.ndarray) -> float:
-    """The explicit step limit: CFL x the shortest edge / the pressure-wave speed, tightened where a node is
-    stiffer than its mass (lattice nodes the body barely fills: at most 1 / MASS_SCALING, see node_masses)."""
+                tet_scale: np.ndarray, damping: float = 0.0) -> float:
+    """The explicit step limit: CFL x the time T a pressure wave takes to cross the shortest edge, tightened where a
+    node is stiffer than its mass (lattice nodes the body barely fills: at most 1 / MASS_SCALING, see node_masses)
+    and by Rayleigh ``damping`` beta (s). Symplectic Euler on x'' = -w^2 x - beta w^2 x' is stable for
+    w^2 dt^2 + 2 beta w^2 dt < 4; with the highest frequency w = 2 / T that the undamped limit assumes, the step
+    is sqrt(beta^2 + T^2) - beta: T when beta << T, T^2 / (2 beta) when beta >> T."""
     mu, lam = lame(params.stiffness, params.poisson)
     wave = math.sqrt((lam + 2.0 * mu) / params.density)
     edge = min(float(np.linalg.norm(nodes[tets[:, i]] - nodes[tets[:, j]], axis=1).min()) for i, j in TET_EDGES)
     # The stiffness each node carries, as the mass it would have at full fill, against the mass it has.
     ratio = max(1.0, float(np.max(lumped_tet_masses(nodes, tets, params.density * tet_scale) / mass)))
-    return CFL * edge / (wave * math.sqrt(ratio))
+    crossing = edge / (wave * math.sqrt(ratio))
+    return CFL * (math.sqrt(damping**2 + crossing**2) - damping)
+
+
+def choose_integrator(nodes: np.ndarray, tets: np.ndarray, params: SimParams, mass: np.ndarray,
+                      tet_scale: np.ndarray) -> tuple[str, float]:
+    """(MuJoCo integrator, steps per simulated second) for this body; see the notes at the top of the module."""
+    undamped = max(MIN_STEP_RATE, 1.0 / stable_step(nodes, tets, params, mass, tet_scale))
+    if params.damping <= 0.0:
+        return "Euler", undamped
+    damped = max(MIN_STEP_RATE, 1.0 / stable_step(nodes, tets, params, mass, tet_scale, params.damping))
+    if damped <= max(MAX_DAMPED_EXPLICIT_RATE, DAMPED_EXPLICIT_COST * undamped):
+        return "Euler", damped
+    return "discrete", DAMPED_STEP_RATE
 
 
 def elastic_energy(nodes: np.ndarray, tets: np.ndarray, positions: np.ndarray, params: SimParams,
@@ -163,10 +186,7 @@ def simulate_solid(
     scale = np.ones(len(tets)) if tet_scale is None else np.asarray(tet_scale, np.float64)
     pinned = np.unique(np.asarray(pinned, np.int64))
     mass = node_masses(node_volume, params.density, x0, tets, scale)
-    if params.damping > 0.0:
-        integrator, rate = "discrete", DAMPED_STEP_RATE
-    else:
-        integrator, rate = "Euler", max(MIN_STEP_RATE, 1.0 / stable_step(x0, tets, params, mass, scale))
+    integrator, rate = choose_integrator(x0, tets, params, mass, scale)
     for attempt in range(RETRIES + 1):
         steps = max(1, math.ceil(rate * 2**attempt / params.fps - 1e-9))
         try:
