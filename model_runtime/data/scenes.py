@@ -29,6 +29,15 @@ DEFAULT_CONFIG = {
     # rejection bound).
     "cloth_modes": {"edge": 0.6, "two_corners": 0.4, "one_corner": 0.0, "ground": 0.0},
     "soft_modes": {"base": 0.6, "ground": 0.0, "free": 0.4},
+    # Ranges that replace v1's (None: v1's), each drawn in v1's place in the random stream (_soft_material, _beam).
+    "soft_strain": None,  # (lo, hi): draw soft and real bodies' E by their self-weight strain instead of 0.3-3 MPa
+    "soft_damping": None,  # (lo, hi) s: soft and real bodies' Rayleigh damping, v1 1e-3-2e-2
+    "beam_slenderness": None,  # (lo, hi): L/a, v1 5-20
+    "beam_sag": None,  # (lo, hi): nominal tip sag / L that sets a beam's E, v1 0.005-0.08
+    "beam_damping": None,  # (lo, hi) s: v1 1e-3-1e-2
+    # The simulator's settings (reference.simulate_reference): "dataset" is v1's all-VBD solver, "reference" the
+    # validated one of docs/physics-validation.md.
+    "solver": "dataset",
 }
 CUTOUT_MESHES = ("woody",)  # alligator's thin legs and tail tore (stretch > 3x) at the dataset's solver settings
 REAL_SOLIDS = ("cheburashka", "fandisk")  # the closed, manifold meshes of ../shared/meshes
@@ -69,10 +78,9 @@ def sample_scene(seed: int, index: int, config: dict | None = None) -> Scene:
         variant = f"{kind}-{mode}"
         if family == "real":
             shape_id = f"real-{kind}"  # one real mesh is one shape: it must stay in one split
-        mat = {"stiffness": _log_uniform(rng, 3e5, 3e6), "density": rng.uniform(500, 1500),
-               "poisson": rng.uniform(0.25, 0.45), "damping": _log_uniform(rng, 1e-3, 2e-2), "thickness": 1e-3}
+        mat = _soft_material(rng, v, cfg["soft_strain"], cfg["soft_damping"])
     else:
-        v, f, pins, mat = _beam(rng, res)
+        v, f, pins, mat = _beam(rng, res, cfg["beam_slenderness"], cfg["beam_sag"], cfg["beam_damping"])
         ground, variant = None, "cantilever"
     gravity = _gravity(rng)
     if ground is None:
@@ -119,6 +127,30 @@ def _gravity(rng) -> np.ndarray:
 
 def _material_name(family: str) -> str:
     return {"cloth": "cloth", "cutout": "cloth", "soft": "jelly", "real": "jelly", "beam": "elastic_beam"}[family]
+
+
+def principal_extent(v: np.ndarray) -> float:
+    """The body's length along its longest principal axis: unlike a bounding box's, it does not change when the
+    scene is turned afterwards."""
+    centred = v - v.mean(0)
+    return float(np.ptp(centred @ np.linalg.svd(centred, full_matrices=False)[2].T, axis=0).max())
+
+
+def _soft_material(rng, v: np.ndarray, strain: list[float] | None, damping: list[float] | None) -> dict:
+    """A soft body's material. v1 draws Young's modulus from 0.3-3 MPa, where the self-weight strain
+    rho g L / E of a 0.1-0.5 m body is about 1e-3 and its deformation cannot be seen. Given ``strain`` (lo, hi),
+    that nominal strain (at g = 9.81 and L the body's largest principal extent, ``principal_extent``) is drawn
+    log-uniformly instead and E follows
+    from it, as the beams' E follows from their sag: deformations stay visible, and the slow elastic waves of a soft
+    body make the validated reference's explicit steps cheap. ``damping`` (lo, hi) replaces v1's Rayleigh damping
+    range of 1e-3-2e-2 s. The draws are the same in number and order either way.
+    """
+    e_or_strain = _log_uniform(rng, 3e5, 3e6) if strain is None else _log_uniform(rng, *strain)
+    density = rng.uniform(500, 1500)
+    if strain is not None:
+        e_or_strain = density * 9.81 * principal_extent(v) / e_or_strain
+    return {"stiffness": e_or_strain, "density": density, "poisson": rng.uniform(0.25, 0.45),
+            "damping": _log_uniform(rng, *(damping or (1e-3, 2e-2))), "thickness": 1e-3}
 
 
 def _cloth_material(rng) -> dict:
@@ -203,19 +235,23 @@ def _soft(rng, res: float, modes: dict, real: bool = False):
     return v, f, pins, ground, kind, mode
 
 
-def _beam(rng, res: float):
+def _beam(rng, res: float, slenderness: list[float] | None = None, sag_range: list[float] | None = None,
+          damping: list[float] | None = None):
     """A cantilever: E chosen so the nominal Euler-Bernoulli sag 3 rho g L^4 / (2 E a^2) is 0.5-8% of L (the
-    solver at the dataset's settings comes out softer than that, see newton_engine)."""
+    solver at the dataset's settings comes out softer than that, see newton_engine), L/a 5-20, Rayleigh damping
+    1e-3-1e-2 s; ``slenderness``, ``sag_range`` and ``damping`` (lo, hi) replace these ranges. The validated
+    reference resolves the thickness by 8 lattice cells, so its cost grows with L/a (cells) and with the wave speed,
+    that is with 1 / sqrt(sag) and L/a again."""
     length = rng.uniform(0.3, 1.5)
-    a = length / rng.uniform(5, 20)
+    a = length / rng.uniform(*(slenderness or (5, 20)))
     b = a * rng.uniform(0.6, 1.0)
     across = 2 if res < 0.5 else int(rng.integers(2, 4))
     along = int(np.clip(round(length / a * across * 0.7 * np.sqrt(res)), 4, 40))
     v, f = shapes.box_surface((along, across, across), (length, a, b))
     density = rng.uniform(500, 2000)
-    sag = _log_uniform(rng, 0.005, 0.08)
+    sag = _log_uniform(rng, *(sag_range or (0.005, 0.08)))
     stiffness = float(np.clip(3 * density * 9.81 * length**3 / (2 * sag * min(a, b) ** 2), 1e4, 1e10))
     pins = np.nonzero(v[:, 0] <= v[:, 0].min() + 1e-9)[0]
     mat = {"stiffness": stiffness, "density": density, "poisson": rng.uniform(0.25, 0.45),
-           "damping": _log_uniform(rng, 1e-3, 1e-2), "thickness": 1e-3}
+           "damping": _log_uniform(rng, *(damping or (1e-3, 1e-2))), "thickness": 1e-3}
     return v, f, pins, mat

@@ -1,0 +1,83 @@
+"""The v2 generator (configs/data-v2.json): soft bodies' E drawn by strain, generation on the validated reference,
+and v1 still regenerating bit for bit."""
+
+import hashlib
+import json
+import os
+
+import numpy as np
+import pytest
+
+from model_runtime.data.scenes import DEFAULT_CONFIG, principal_extent, sample_scene
+
+SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "meshes")
+V2 = {**DEFAULT_CONFIG, **json.load(open(os.path.join(os.path.dirname(__file__), "..", "configs", "data-v2.json")))}
+NO_SHARED = {"family_weights": {"cloth": 0.3, "soft": 0.35, "beam": 0.25}}  # no cut-outs or real meshes
+
+
+def _scene_hash(config: dict, count: int) -> str:
+    h = hashlib.sha256()
+    for i in range(count):
+        s = sample_scene(1, i, config)
+        h.update(s.vertices.tobytes())
+        h.update(s.faces.tobytes())
+        h.update(json.dumps(s.params.to_dict(), sort_keys=True).encode())
+        h.update(f"{s.family}/{s.variant}/{s.shape_id}".encode())
+    return h.hexdigest()
+
+
+@pytest.mark.skipif(not os.path.exists(SHARED), reason="v1 has cut-outs, which need ../shared/meshes")
+def test_v1_scenes_are_unchanged():
+    # The first 100 scenes of the v1 command (seed 1, default config), hashed before soft_strain and solver existed.
+    assert _scene_hash(DEFAULT_CONFIG, 100) == "a972c1aeb2d4a36e9bff512219d62ed2696ce003e8ef4dee258c15644a5d38d3"
+
+
+def test_v2_soft_bodies_strain_visibly_and_its_beams_are_stubbier_and_softer_than_v1s():
+    v2 = {**V2, **NO_SHARED}
+    v1 = {**v2, **{k: None for k in ("soft_strain", "soft_damping", "beam_slenderness", "beam_sag", "beam_damping")}}
+    strains, families = [], set()
+    for i in range(60):
+        a, b = sample_scene(1, i, v1), sample_scene(1, i, v2)
+        families.add(b.family)
+        assert (a.family, a.variant) == (b.family, b.variant)
+        pa, pb = a.params.to_dict(), b.params.to_dict()
+        if b.family == "cloth":
+            assert pa == pb and np.array_equal(a.vertices, b.vertices)
+        elif b.family == "soft":  # the same body and set-up; only E and damping are drawn from other ranges
+            assert np.array_equal(a.vertices, b.vertices)
+            assert {k: v for k, v in pa.items() if k not in ("stiffness", "damping")} == \
+                {k: v for k, v in pb.items() if k not in ("stiffness", "damping")}
+            extent = principal_extent(b.vertices)  # the scene may have been turned since E was drawn
+            strains.append(b.params.density * 9.81 * extent / b.params.stiffness)
+            assert a.params.density * 9.81 * extent / a.params.stiffness < 0.02  # v1: about 1e-3, invisible
+            assert V2["soft_damping"][0] <= b.params.damping <= V2["soft_damping"][1]
+        else:  # a box beam L x a x b (b <= a), E from its nominal sag 3 rho g L^4 / (2 E b^2)
+            centred = b.vertices - b.vertices.mean(0)
+            length, a_, b_ = np.sort(np.ptp(centred @ np.linalg.svd(centred, full_matrices=False)[2].T, axis=0))[::-1]
+            assert V2["beam_slenderness"][0] - 1e-6 <= length / a_ <= V2["beam_slenderness"][1] + 1e-6
+            sag = 3 * b.params.density * 9.81 * length**3 / (2 * b.params.stiffness * b_**2)
+            assert V2["beam_sag"][0] * (1 - 1e-6) <= sag <= V2["beam_sag"][1] * (1 + 1e-6)
+            assert V2["beam_damping"][0] <= b.params.damping <= V2["beam_damping"][1]
+    lo, hi = V2["soft_strain"]
+    assert families == {"cloth", "soft", "beam"}
+    assert len(strains) > 10 and lo * (1 - 1e-9) <= min(strains) and max(strains) <= hi * (1 + 1e-9)
+    assert np.median(strains) > 0.02
+
+
+def test_the_solver_option_picks_the_simulator_settings(monkeypatch, tmp_path):
+    from model_runtime.data import generate as G
+    from model_runtime.data import reference
+
+    seen = []
+    real = reference.simulate_reference
+
+    def spy(v, f, params, settings="reference"):
+        seen.append(settings)
+        return real(v, f, params, settings="dataset")
+
+    monkeypatch.setattr(reference, "simulate_reference", spy)
+    cfg = {"frames": 2, "resolution_scale": 0.1, "family_weights": {"cloth": 1.0}}
+    G.simulate_one(1, 0, cfg, str(tmp_path))
+    G.simulate_one(1, 1, {**cfg, "solver": "reference"}, str(tmp_path))
+    assert seen == ["dataset", "reference"]
+    assert V2["solver"] == "reference" and DEFAULT_CONFIG["solver"] == "dataset"
