@@ -97,6 +97,13 @@ def test_pinned_solid_nodes_stay_exactly_at_rest():
     assert np.isfinite(pos).all() and np.abs(pos[-1] - nodes).max() > 1e-4
 
 
+def test_a_cloth_strip_hangs_within_five_percent_of_its_catenary():
+    # At the reference's VBD settings (288 substeps/s x 32 iterations: +4.5%, docs/physics-validation.md); fewer
+    # iterations sag further (1152 x 16: +5.5%).
+    c, _ = V.cloth_strip(REFERENCE)
+    assert c.ok, f"sag {c.measured:.4f} m vs catenary {c.expected:.4f} m"
+
+
 def test_catenary_helper():
     # A nearly taut chain: sag -> sqrt(3 s (L - s) / 8) as L -> s (parabola limit).
     s, length = 1.0, 1.001
