@@ -81,3 +81,20 @@ def test_the_solver_option_picks_the_simulator_settings(monkeypatch, tmp_path):
     G.simulate_one(1, 1, {**cfg, "solver": "reference"}, str(tmp_path))
     assert seen == ["dataset", "reference"]
     assert V2["solver"] == "reference" and DEFAULT_CONFIG["solver"] == "dataset"
+
+
+def test_generation_on_the_reference_resumes_where_it_stopped(tmp_path):
+    from model_runtime.data.format import list_sequences, load_sequence
+    from model_runtime.data.generate import generate
+    from model_runtime.data.newton_engine import _init_warp
+
+    _init_warp()  # with the usual kernel cache: generate would point a fresh one into tmp_path and recompile
+    # Cloth only, tiny: a solid's lattice costs seconds whatever its surface's resolution.
+    cfg = {"solver": "reference", "frames": 3, "resolution_scale": 0.1, "family_weights": {"cloth": 1.0}}
+    first = generate(str(tmp_path), 2, seed=1, config=cfg, show_progress=False)
+    assert first["last_run_sequences"] == 2
+    before = {p: load_sequence(p)["positions"] for p in list_sequences(str(tmp_path))}
+    again = generate(str(tmp_path), 3, seed=1, config=cfg, show_progress=False)  # only index 2 is new
+    assert again["last_run_sequences"] == 1 and again["sequences"] + again["rejected"] == 3
+    assert all(np.array_equal(load_sequence(p)["positions"], x) for p, x in before.items())
+    assert json.load(open(tmp_path / "generation.json"))["config"]["solver"] == "reference"
