@@ -18,11 +18,16 @@ from .scenes import DEFAULT_CONFIG, sample_scene
 
 
 def measure(seed: int, index: int, config: dict, seconds: float, settings: str | None = None,
-            damping: float | None = None) -> dict:
-    """Simulate scene ``index`` for ``seconds``; return its description and CPU s per simulated s."""
-    from .reference import simulate_reference
+            damping: float | None = None, vbd: tuple[float, int] | None = None) -> dict:
+    """Simulate scene ``index`` for ``seconds``; return its description and CPU s per simulated s.
+
+    ``vbd``: (substeps per second, iterations) for cloth instead of the settings' own."""
+    from .reference import DATASET, REFERENCE, simulate_reference
 
     cfg = {**DEFAULT_CONFIG, **config}
+    chosen = settings or cfg.get("solver", "dataset")
+    if vbd is not None:
+        chosen = replace(REFERENCE if chosen == "reference" else DATASET, substep_rate=vbd[0], iterations=vbd[1])
     scene = sample_scene(seed, index, cfg)
     params = scene.params
     frames = max(1, round(seconds * params.fps))
@@ -40,7 +45,7 @@ def measure(seed: int, index: int, config: dict, seconds: float, settings: str |
         cpu = time.process_time()
         error = None
         try:
-            simulate_reference(scene.vertices, scene.faces, params, settings=settings or cfg.get("solver", "dataset"))
+            simulate_reference(scene.vertices, scene.faces, params, settings=chosen)
         except Exception as exc:  # a failure is a measurement too (e.g. a diverged step)
             error = f"{type(exc).__name__}: {exc}"
         cpu = time.process_time() - cpu
@@ -60,13 +65,15 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=0.5)
     ap.add_argument("--settings", choices=("reference", "dataset"), help="default: the config's solver")
     ap.add_argument("--damping", type=float, help="override the scene's material damping (0: the explicit path)")
+    ap.add_argument("--vbd", help="cloth's VBD substeps per second x iterations, e.g. 1152x32")
     args = ap.parse_args(argv)
     config = {}
     if args.config:
         with open(args.config, encoding="utf-8") as f:
             config = json.load(f)
     for i in args.indices:
-        print(json.dumps(measure(args.seed, i, config, args.seconds, args.settings, args.damping)), flush=True)
+        vbd = None if args.vbd is None else (float(args.vbd.split("x")[0]), int(args.vbd.split("x")[1]))
+        print(json.dumps(measure(args.seed, i, config, args.seconds, args.settings, args.damping, vbd)), flush=True)
     return 0
 
 

@@ -6,8 +6,10 @@ and bumped blobs as tetrahedral solids: pinned at their base, thrown and spinnin
 ``real`` (the closed real meshes of ../shared/meshes decimated to 500-3000 vertices, set up like ``soft``) and
 ``beam`` (box cantilevers clamped at one end, L/a 5-20). A scene is a pure function of (seed, index, config).
 
-``DEFAULT_CONFIG`` is the v1 dataset's (no real solids, no ground); ``configs/data-v1.1.json`` adds both. A family
-or set-up with weight 0 draws nothing from the random stream, so v1 regenerates bit for bit.
+``DEFAULT_CONFIG`` is the v1 dataset's (no real solids, no ground); ``configs/data-v1.1.json`` adds both;
+``configs/data-v2.json`` draws soft bodies' E by self-weight strain, makes beams stubbier and softer, and runs on the
+validated reference (``"solver"``). A family or set-up with weight 0 draws nothing from the random stream, and a
+replaced range is drawn in the place of v1's, so v1 regenerates bit for bit.
 """
 
 from dataclasses import dataclass
