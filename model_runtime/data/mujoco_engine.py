@@ -56,9 +56,10 @@ MASS_FLOOR = 0.02  # nodes barely inside the body keep this fraction of the mean
 # mesh) more stiffness per kilogram than a node inside, which shortened the explicit step 3.4x below a full cube's
 # wave limit. Each node's mass is therefore at least MASS_SCALING x the mass its share of the (fill-scaled) stiffness
 # would carry at full density, so no node is more than 1 / MASS_SCALING times stiffer per kilogram than the
-# interior and the step is at least sqrt(MASS_SCALING) of the full-cube limit. The added mass (0.6-1.2% of the total
-# on dataset scenes, all of it at partly filled boundary nodes) is taken back from every node in proportion, so the
-# total mass stays exact and the centre of mass moves by well under 1% of the body's size (docs/physics-validation.md).
+# interior and the step is at least sqrt(MASS_SCALING) of the full-cube limit (2.1-2.7x longer steps on dataset
+# scenes). The added mass (0.8-1.4% of the total there, on the 16-23% of nodes at partly filled cubes) is taken back
+# from every node in proportion, so the total mass stays exact; the centre of mass moved by at most 0.011% of the
+# body's diagonal (docs/physics-validation.md). Boxes aligned with the lattice (the validation beams) are unchanged.
 MASS_SCALING = 0.5
 
 
