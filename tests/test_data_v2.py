@@ -98,3 +98,5 @@ def test_generation_on_the_reference_resumes_where_it_stopped(tmp_path):
     assert again["last_run_sequences"] == 1 and again["sequences"] + again["rejected"] == 3
     assert all(np.array_equal(load_sequence(p)["positions"], x) for p, x in before.items())
     assert json.load(open(tmp_path / "generation.json"))["config"]["solver"] == "reference"
+    timings = [json.loads(line) for line in open(tmp_path / "timings.jsonl")]
+    assert len(timings) == 3 and all(t["cpu_seconds"] > 0 for t in timings)

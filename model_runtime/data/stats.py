@@ -61,7 +61,8 @@ def dataset_stats(root: str) -> dict:
         "seconds_per_sequence_one_process": {"mean": round(float(np.mean(ok_times)), 2),
                                              "max": round(float(np.max(ok_times)), 2)} if ok_times else None,
         "simulated_sequences_logged": len(with_vertices),
-        "cpu_seconds_total": round(float(sum(t.get("seconds") or 0 for t in timings)), 1),
+        # CPU time where it was logged (since v2); a worker's wall time before that.
+        "cpu_seconds_total": round(float(sum(t.get("cpu_seconds") or t.get("seconds") or 0 for t in timings)), 1),
     }
 
 
