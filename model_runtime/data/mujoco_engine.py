@@ -27,12 +27,13 @@ from .newton_engine import TET_EDGES, lame, lumped_tet_masses, signed_tet_volume
 # - Stiffness-proportional (Rayleigh) damping beta tightens that limit (see stable_step): in a stiff body it would
 #   take far more steps than the wave limit (beta w^2 dt must stay below 2, and w grows as 1 / cell), so a damped
 #   body takes the discrete-time integrator, which solves (M + dt D + dt^2 K) each step, unless its damped explicit
-#   step is affordable (below MAX_DAMPED_EXPLICIT_RATE steps/s, or at most DAMPED_EXPLICIT_COST times the
-#   undamped body's steps). The explicit path is preferred because it is exact where the implicit one is not: at
-#   DAMPED_STEP_RATE the implicit solve's own numerical damping (a 5 Hz mode keeps ~13% of its amplitude per
-#   second) exceeds a weak material damping's (beta 1e-3 s keeps 61% at 5 Hz), though not the presets' (rubber
-#   0.01 s keeps <1%). Soft, weakly damped bodies (the v2 dataset's) take the explicit path; on a 2.7k-node blob an
-#   explicit step cost ~1.3 ms and an implicit one ~70 ms.
+#   step is affordable: at most MAX_DAMPED_EXPLICIT_RATE steps/s, or at most DAMPED_EXPLICIT_COST times the
+#   undamped body's steps. The explicit path is preferred although it may cost more, because it is exact where the
+#   implicit one is not: at DAMPED_STEP_RATE the implicit solve's own numerical damping (a 5 Hz mode keeps ~13% of
+#   its amplitude per second) exceeds a weak material damping's (beta 1e-3 s keeps 61% at 5 Hz), though not the
+#   presets' (rubber 0.01 s keeps <1%). On a 2.7k-node blob (E 1.8 MPa) an explicit step cost ~1 ms of CPU and an
+#   implicit one ~15 ms, so the explicit path at the cap costs ~15 CPU s per simulated second against ~4. Soft,
+#   weakly damped bodies (the v2 dataset's) take the explicit path.
 # The solve is iterative: at MuJoCo's default cap (100 iterations) a 1k-node beam came out under-converged and
 # oscillated 26% slow; 200 iterations at 1e-9 matched 1000 at 1e-12. Damping makes the system stiffer to solve (a
 # rubber bar at 1e-9 ran out of 1000 iterations at a residual of 5e-7), hence 1e-6. A converged solve stops early,
