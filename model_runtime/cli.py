@@ -71,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sim = sub.add_parser("simulate", help="animate a mesh with the learned NeuROK model")
     add_physics_arguments(sim)
-    sim.add_argument("--method", default=None, help="torchdiffeq solver (default dopri5; e.g. rk4, midpoint)")
+    sim.add_argument("--method", default=None,
+                     help="ODE solver: rk45 (default) or dop853 (scipy's, through torchdiffeq), or a torchdiffeq "
+                          "method (dopri5, rk4, midpoint...)")
     sim.add_argument("--weights", default=None, help="model weights (.safetensors); default: the shipped model")
     add_physics_arguments(sub.add_parser("reference", help="animate a mesh with the reference physics simulator"))
 

@@ -16,11 +16,18 @@ coordinates; b carries the Coriolis and centrifugal terms)::
 
 so kinetic energy uses the mass matrix J^T M J and every force enters as a generalized force through J^T.
 Elastic energy is that of a spring network between query points, calibrated to Young's modulus.
+
+The right-hand side runs in numpy. An evaluation is ~60 array operations on arrays of a few thousand numbers, and
+the ODE takes thousands of evaluations per simulation (~3,400 for a 100-frame cloth), so per-call overhead sets the
+speed: the same arithmetic took ~200 us per evaluation in numpy against ~450 us in torch (with no_grad or
+inference_mode) on this project's 2-core CPU. torchdiffeq still integrates it; the state crosses as a tensor
+view. The point-wise kinematics below stay in torch: energies, initial velocities and the tests use them.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from .errors import Cancelled
@@ -28,9 +35,14 @@ from .model import CoefficientMLP
 
 DTYPE = torch.float64
 # Spring-edge fields and their products in float32: the products' rounding (~1e-7 of an edge's relative
-# displacement) is far below the ODE's tolerance, and the fields' memory traffic sets an evaluation's cost.
-EDGE_DTYPE = torch.float32
+# displacement) is far below the ODE's tolerance, and these fields (~2 MB in float64 at 256 query points, read
+# twice an evaluation) are the one operand whose memory traffic shows in an evaluation's cost.
+EDGE_DTYPE = np.float32
 CANCEL_CHECK_EVERY = 10  # right-hand side evaluations (a few ms each) between cancel checks
+
+
+class BudgetSpent(Exception):
+    """Raised by Dynamics when an integration spends the evaluations it was given (Dynamics.budget)."""
 
 
 class LatentMap:
@@ -52,6 +64,7 @@ class LatentMap:
         self.w2, self.b2 = constant(mlp.l2.weight), constant(mlp.l2.bias)
         self.w3, self.b3 = constant(mlp.l3.weight), constant(mlp.l3.bias)
         self.g0 = self._g(torch.zeros(U.shape[1], dtype=DTYPE))
+        self._np = None  # numpy views of the weights for with_derivatives, made on first use
 
     @property
     def n_latent(self) -> int:
@@ -65,23 +78,35 @@ class LatentMap:
         """a(q) for q of shape (..., r): (..., P)."""
         return self._g(q) - self.g0
 
-    def with_derivatives(self, q: torch.Tensor, qd: torch.Tensor):
-        """a(q) (P,), da/dq (P, r), and d2a/dq2[qd, qd] (P,) for q, qd of shape (r,)."""
+    def with_derivatives(self, q: np.ndarray, qd: np.ndarray):
+        """a(q) (P,), da/dq (P, r), and d2a/dq2[qd, qd] (P,) for q, qd of shape (r,), as float64 numpy arrays.
 
-        def silu_derivs(h):
-            s = torch.sigmoid(h)
-            return h * s, s * (1 + h * (1 - s)), s * (1 - s) * (2 + h * (1 - 2 * s))
+        Each layer's products are taken in one matrix product (value, second derivative and Jacobian columns side
+        by side) because an evaluation's cost is its number of calls, not its arithmetic.
+        """
+        w1, b1, w2, b2, w3, b3, g0 = self._arrays
+        h1 = w1 @ np.stack([q, qd], 1)  # (H, 2): pre-activation and its rate along qd
+        a1, d1, dd1 = _silu_derivatives(h1[:, 0] + b1)
+        # The first layer is affine in q, so its second derivative along qd is the activation's alone.
+        x2 = w2 @ np.concatenate([a1[:, None], (dd1 * h1[:, 1] ** 2)[:, None], d1[:, None] * w1], 1)
+        a2, d2, dd2 = _silu_derivatives(x2[:, 0] + b2)
+        w2j1 = x2[:, 2:]  # (H, r)
+        c2 = dd2 * (w2j1 @ qd) ** 2 + d2 * x2[:, 1]
+        out = w3 @ np.concatenate([a2[:, None], c2[:, None], d2[:, None] * w2j1], 1)
+        return out[:, 0] + b3 - g0, out[:, 2:], out[:, 1]
 
-        a1, d1, dd1 = silu_derivs(self.w1 @ q + self.b1)
-        j1 = d1[:, None] * self.w1  # (H, r)
-        v1 = self.w1 @ qd
-        c1 = dd1 * v1 * v1  # second derivative along qd; the first layer is affine in q
-        a2, d2, dd2 = silu_derivs(self.w2 @ a1 + self.b2)
-        w2j1 = self.w2 @ j1
-        j2 = d2[:, None] * w2j1
-        v2 = w2j1 @ qd
-        c2 = dd2 * v2 * v2 + d2 * (self.w2 @ c1)
-        return self.w3 @ a2 + self.b3 - self.g0, self.w3 @ j2, self.w3 @ c2
+    @property
+    def _arrays(self):
+        if self._np is None:
+            self._np = tuple(t.numpy() for t in (self.w1, self.b1, self.w2, self.b2, self.w3, self.b3, self.g0))
+        return self._np
+
+
+def _silu_derivatives(h: np.ndarray):
+    """silu(h) = h sigmoid(h) and its first and second derivatives."""
+    s = 1.0 / (1.0 + np.exp(-h))
+    rest = 1.0 - s
+    return h * s, s * (1.0 + h * rest), s * rest * (2.0 + h * (1.0 - 2.0 * s))
 
 
 @dataclass
@@ -153,23 +178,42 @@ class State:
         return None, None, p, None, None, v
 
 
+@dataclass
+class _Arrays:
+    """The body's constants as numpy arrays for the right-hand side."""
+
+    rest: np.ndarray
+    center: np.ndarray
+    phi: np.ndarray  # (3N, P)
+    phi3: np.ndarray  # (N, 3, P)
+    mass: np.ndarray  # (N, 1)
+    total_mass: float
+    inertia: np.ndarray  # B = Phi^T m Phi (P, P)
+    added: np.ndarray  # (r, r)
+    edge_rest: np.ndarray  # (3, E)
+    edge_phi: np.ndarray  # (P, 3E), EDGE_DTYPE
+    spring_k: np.ndarray
+    spring_rest: np.ndarray
+    gravity: np.ndarray
+    gravity_coeffs: np.ndarray  # sum_k m_k Phi_k^T g (P,)
+
+
 class Dynamics(torch.nn.Module):
-    """The right-hand side dy/dt for torchdiffeq.odeint, in projected form.
+    """The right-hand side dy/dt for torchdiffeq.odeint.
 
-    The equations are those of the module docstring, (A^T m A) u' = A^T f, but evaluated without forming A or any
-    per-point force: every term is a sum over query points that is linear or quadratic in the basis fields, so it
-    is precomputed once per body as a small matrix in coefficient space (P = number of basis fields):
+    It solves the equations of the module docstring, (A^T m A) u' = A^T f, without forming A (3N x n):
 
-    - gravity:  sum_k m_k Phi_k^T g = S^T g, with S = sum_k m_k Phi_k (3, P), the fields' first mass moment;
-    - inertia:  sum_k m_k Phi_k^T Phi_k = B (P, P), so the deformation block of the mass matrix is G^T B G;
-    - drag:     f = -c m x' gives A^T f = -c (A^T m A) u, the mass matrix (without the added modal mass) times u;
-    - springs:  an edge's length depends only on the body frame (d = d0 + (Phi_j - Phi_i) a), and a central force
-                pair exerts no net force or torque, so springs act on the deformation coordinates alone.
+    - drag f = -c m x' gives A^T f = -c (A^T m A) u: the mass matrix (without the added modal mass) times u;
+    - springs: an edge's length depends only on the body frame, d = d0 + (Phi_j - Phi_i) a, and a central force
+      pair exerts no net force or torque, so springs act on the deformation coordinates alone, through the edge
+      fields precomputed per body;
+    - the deformation block of the mass matrix is G^T B G with B = Phi^T m Phi, also precomputed;
+    - gravity, inertial (Coriolis, centrifugal) and contact forces are summed per point in the body frame and
+      projected once: onto the coefficients by Phi^T, onto translation and rotation by their sum and moment. A
+      pinned body without ground needs no per-point sum: gravity projects to the constant Phi^T m g and its
+      inertial term to B d2a/dq2[q', q'].
 
-    Only free bodies need per-point sums that depend on the state (their inertia tensor and the coupling of rotation
-    with deformation), two small matrix products per evaluation. Ground contact is per point by nature and is added
-    only when a ground is set. ``tests/test_dynamics.py`` checks this form against A^T f built point by point.
-
+    ``tests/test_dynamics.py`` checks it against A^T f assembled point by point with ``kinematics``.
     ``should_cancel`` is polled every CANCEL_CHECK_EVERY evaluations, so a cancel stops even a stiff stretch of
     frames at once instead of after the step budget: the Cancelled it raises leaves odeint unhandled.
     """
@@ -178,28 +222,30 @@ class Dynamics(torch.nn.Module):
         super().__init__()
         self.body, self.state = body, State(body)
         self.eye = torch.eye(3, dtype=DTYPE)
-        self.mass3 = body.mass.repeat_interleave(3)
         self.evaluations = 0
+        self.budget: int | None = None  # evaluation count at which to raise BudgetSpent
         self.should_cancel = should_cancel
         n, p = len(body.rest), body.phi.shape[1]
-        self.phi3 = body.phi.view(n, 3, p)
-        self.first_moment = (body.mass[:, None, None] * self.phi3).sum(0)  # S (3, P)
-        self.inertia = body.phi.T @ (self.mass3[:, None] * body.phi)  # B (P, P)
-        # Edge vectors and their fields, coordinate-major ((3, E) and (P, 3E)) so that the per-edge arithmetic runs
-        # on contiguous rows. The fields are the largest operand of an evaluation (~2 MB at 256 points), read twice,
-        # and memory-bound: EDGE_DTYPE halves that traffic (see its comment).
-        self.edge_rest = (body.rest[body.spring_j] - body.rest[body.spring_i]).T.contiguous()
-        self.edge_phi = (self.phi3[body.spring_j] - self.phi3[body.spring_i]).permute(2, 1, 0).reshape(p, -1)
-        self.edge_phi = self.edge_phi.to(EDGE_DTYPE).contiguous()
-        self.total_mass = body.mass.sum()
-        self.added = torch.diag(body.added_mass)
+        phi3 = body.phi.view(n, 3, p)
+        self.np = _Arrays(
+            rest=body.rest.numpy(), center=body.center.numpy(), phi=body.phi.numpy(), phi3=phi3.numpy(),
+            mass=body.mass.numpy()[:, None], total_mass=float(body.mass.sum()),
+            inertia=(body.phi.T @ (body.mass.repeat_interleave(3)[:, None] * body.phi)).numpy(),
+            added=torch.diag(body.added_mass).numpy(),
+            # Edge vectors (3, E) and their fields (P, 3E), coordinate-major so per-edge arithmetic runs on rows.
+            edge_rest=(body.rest[body.spring_j] - body.rest[body.spring_i]).T.contiguous().numpy(),
+            edge_phi=np.ascontiguousarray((phi3[body.spring_j] - phi3[body.spring_i]).permute(2, 1, 0)
+                                          .reshape(p, -1).numpy(), dtype=EDGE_DTYPE),
+            spring_k=body.spring_k.numpy(), spring_rest=body.spring_rest.numpy(),
+            gravity=body.gravity.numpy(),
+            gravity_coeffs=(body.phi.T @ (body.mass[:, None] * body.gravity).reshape(-1)).numpy())
 
     def kinematics(self, y):
         """Positions x (N,3), velocities x' (N,3), the velocity Jacobian A (3N, n) and bias acceleration b (N,3):
-        the point-wise definition of the kinematics, used for energies and initial velocities."""
+        the point-wise definition of the kinematics, used for energies, initial velocities and checks."""
         b_ = self.body
         t, quat, q, v, w, qd = self.state.split(y)
-        a, G, c2 = b_.latent.with_derivatives(q, qd)
+        a, G, c2 = (torch.from_numpy(x) for x in b_.latent.with_derivatives(q.numpy(), qd.numpy()))
         n = len(b_.rest)
         y_body = b_.rest + (b_.phi @ a).view(n, 3)
         jy = b_.phi @ G  # (3N, r)
@@ -216,92 +262,91 @@ class Dynamics(torch.nn.Module):
         bias = (torch.linalg.cross(w.expand(n, 3), wy) + 2 * torch.linalg.cross(w.expand(n, 3), yd) + bias) @ R.T
         return x, xd, A.reshape(3 * n, -1), bias
 
-    def spring_force(self, a, ad):
+    def spring_force(self, a: np.ndarray, ad: np.ndarray) -> np.ndarray:
         """Generalized force of the spring network on the coefficients (P,), given a and its rate ad."""
-        b_ = self.body
-        moved = (torch.stack([a, ad]).to(EDGE_DTYPE) @ self.edge_phi).to(DTYPE).view(2, 3, -1)
-        d = self.edge_rest + moved[0]
-        length = (d * d).sum(0).sqrt().clamp_min(1e-12)  # not vector_norm: 20x slower along a leading dim
+        z, b_ = self.np, self.body
+        moved = (np.stack([a, ad]).astype(EDGE_DTYPE) @ z.edge_phi).astype(np.float64).reshape(2, 3, -1)
+        d = z.edge_rest + moved[0]
+        length = np.sqrt((d * d).sum(0))
         rate = (d * moved[1]).sum(0) / length
-        tension = b_.spring_k * ((length - b_.spring_rest) + b_.damping * rate) / length
+        tension = z.spring_k * ((length - z.spring_rest) + b_.damping * rate) / length
         # f_i += tension * d, f_j -= tension * d: on the coefficients, -(Phi_j - Phi_i)^T (tension * d).
-        return -(self.edge_phi @ (tension * d).view(-1).to(EDGE_DTYPE)).to(DTYPE)
+        return -(z.edge_phi @ (tension * d).reshape(-1).astype(EDGE_DTYPE)).astype(np.float64)
 
     def ground_force(self, x, xd):
-        """Penalty contact, critically damped in the normal direction, with viscous friction tangentially (N, 3)."""
+        """Penalty contact, critically damped in the normal direction, with viscous friction tangentially (N, 3);
+        numpy or torch arrays."""
         b_ = self.body
-        m = b_.mass
-        depth = (b_.ground - x[:, 2]).clamp_min(0.0)
-        touching = (depth > 0).to(DTYPE)
+        m = b_.mass.numpy() if isinstance(x, np.ndarray) else b_.mass
+        depth = (b_.ground - x[:, 2]).clip(0.0)
+        touching = 1.0 * (depth > 0)
         k = b_.ground_k
-        fn = m * (k * depth - 2.0 * k**0.5 * xd[:, 2].clamp_max(0.0) * touching)
-        return torch.stack([-touching * m * k**0.5 * xd[:, 0], -touching * m * k**0.5 * xd[:, 1], fn], dim=1)
+        fn = m * (k * depth - 2.0 * k**0.5 * xd[:, 2].clip(max=0.0) * touching)
+        friction = -touching * m * k**0.5
+        return (np if isinstance(x, np.ndarray) else torch).stack([friction * xd[:, 0], friction * xd[:, 1], fn], 1)
 
     def forward(self, t, y):
         self.evaluations += 1
         if self.should_cancel and self.evaluations % CANCEL_CHECK_EVERY == 0 and self.should_cancel():
             raise Cancelled("simulation cancelled")
-        b_ = self.body
-        pos, quat, q, v, w, qd = self.state.split(y)
+        if self.budget is not None and self.evaluations > self.budget:
+            raise BudgetSpent(f"{self.evaluations} right-hand side evaluations")
+        return torch.from_numpy(self.derivative(y.numpy()))
+
+    def derivative(self, state: np.ndarray) -> np.ndarray:
+        """dy/dt of a state (numpy, float64)."""
+        z, b_ = self.np, self.body
+        r, n = b_.n_latent, len(z.rest)
+        if b_.free:
+            pos, quat, q = state[:3], state[3:7], state[7:7 + r]
+            v, w, qd = state[7 + r:10 + r], state[10 + r:13 + r], state[13 + r:]
+        else:
+            q, qd = state[:r], state[r:]
         a, G, c2 = b_.latent.with_derivatives(q, qd)
         ad = G @ qd
-        BG = self.inertia @ G
-        S = self.first_moment
-        if not b_.free:
-            force = self.spring_force(a, ad) + S.T @ b_.gravity - self.inertia @ c2
-            if b_.ground is not None:
-                n = len(b_.rest)
-                f = self.ground_force(b_.center + b_.rest + (b_.phi @ a).view(n, 3), (b_.phi @ ad).view(n, 3))
-                force = force + b_.phi.T @ f.reshape(-1)
-            M = G.T @ BG
-            rhs = G.T @ force - b_.drag * (M @ qd)
-            return torch.cat([qd, torch.linalg.solve(M + self.added, rhs)])
-        return torch.cat([v, quat_derivative(quat, w), qd, self._free_accelerations(pos, quat, a, G, c2, ad, BG, v, w,
-                                                                                     qd)])
-
-    def _free_accelerations(self, pos, quat, a, G, c2, ad, BG, v, w, qd):
-        """u' = (v', w', q'') of a free body (world linear, body angular velocity), from the blocks of A^T m A."""
-        b_ = self.body
-        n = len(b_.rest)
-        S = self.first_moment
-        R = quat_to_matrix(quat)
-        y = b_.rest + (b_.phi @ a).view(n, 3)
-        yd = (b_.phi @ ad).view(n, 3)
-        m = b_.mass[:, None]
-        # T[s, b, c, p] = sum_k m_k s_kb Phi_k[c, p] for s = y, y': the moments that couple rotation and deformation.
-        T = (torch.cat([m * y, m * yd], 1).T @ self.phi3.reshape(n, -1)).view(2, 3, 3, -1)
-        H = torch.stack([T[0, 1, 2] - T[0, 2, 1], T[0, 2, 0] - T[0, 0, 2], T[0, 0, 1] - T[0, 1, 0]])  # sum m y x Phi
-        my, myd = S @ a + (m * b_.rest).sum(0), S @ ad
-        C = y.T @ (m * y)  # second mass moment sum m y y^T
-        Cd = y.T @ (m * yd)  # sum m y y'^T
-        inertia = torch.trace(C) * self.eye - C
-        Mvq, Mwq, Mqq = R @ (S @ G), H @ G, G.T @ BG
-        Mvw = -R @ skew(my)
-        M = torch.cat([torch.cat([self.total_mass * self.eye, Mvw, Mvq], 1),
-                       torch.cat([Mvw.T, inertia, Mwq], 1),
-                       torch.cat([Mvq.T, Mwq.T, Mqq], 1)])
-        u = torch.cat([v, w, qd])
-        g_body = R.T @ b_.gravity
-        W = torch.outer(w, w) - (w @ w) * self.eye  # w x (w x y) = W y
-        coriolis = torch.linalg.cross(w, myd)
-        Qv = self.total_mass * b_.gravity - R @ (torch.linalg.cross(w, torch.linalg.cross(w, my)) + 2 * coriolis
-                                                  + S @ c2)
-        Qw = (torch.linalg.cross(my, g_body) - torch.linalg.cross(w, inertia @ w)
-              - 2 * (w * torch.trace(Cd) - Cd.T @ w) - H @ c2)
-        sw = skew(w)
-        Qp = (self.spring_force(a, ad) + S.T @ g_body - torch.einsum("ab,bap->p", W, T[0])
-              - 2 * torch.einsum("ab,bap->p", sw, T[1]) - self.inertia @ c2)
+        Mqq = G.T @ (z.inertia @ G)
+        if not (b_.free or b_.ground is not None):
+            # Uniform gravity and the inertial term of a fixed frame project through the fields' mass moments:
+            # no per-point sums at all (the common case: pinned cloth and pinned solids).
+            Qa = z.gravity_coeffs - z.inertia @ c2 + self.spring_force(a, ad)
+            rhs = G.T @ Qa - b_.drag * (Mqq @ qd)
+            return np.concatenate([qd, np.linalg.solve(Mqq + z.added, rhs)])
+        y = z.rest + (z.phi @ a).reshape(n, 3)  # body frame
+        yd = (z.phi @ ad).reshape(n, 3)
+        bias = (z.phi @ c2).reshape(n, 3)
+        R = quat_to_matrix(torch.from_numpy(quat)).numpy() if b_.free else None
+        if b_.free:
+            bias = bias + np.cross(w, np.cross(w, y)) + 2.0 * np.cross(w, yd)
+            f = z.mass * (z.gravity @ R - bias)
+        else:
+            f = z.mass * (z.gravity - bias)
         if b_.ground is not None:
-            x = b_.center + pos[:3] + y @ R.T
-            xd = v + (torch.linalg.cross(w.expand(n, 3), y) + yd) @ R.T
-            f = self.ground_force(x, xd)
-            f_body = f @ R
-            Qv = Qv + f.sum(0)
-            Qw = Qw + torch.linalg.cross(y, f_body).sum(0)
-            Qp = Qp + b_.phi.T @ f_body.reshape(-1)
-        Q = torch.cat([Qv, Qw, G.T @ Qp]) - b_.drag * (M @ u)
-        M[6:, 6:] += self.added
-        return torch.linalg.solve(M, Q)
+            if b_.free:
+                contact = self.ground_force(z.center + pos + y @ R.T, v + (np.cross(w, y) + yd) @ R.T) @ R
+            else:
+                contact = self.ground_force(z.center + y, yd)
+            f = f + contact
+        Qa = z.phi.T @ f.reshape(-1) + self.spring_force(a, ad)  # on the coefficients a
+        if not b_.free:
+            rhs = G.T @ Qa - b_.drag * (Mqq @ qd)
+            return np.concatenate([qd, np.linalg.solve(Mqq + z.added, rhs)])
+        # Mass matrix blocks over u = (v world, w body, q'): A = [I, -R [y]x, R Phi G] per point.
+        my = z.mass * y
+        first = my.sum(0)
+        second = y.T @ my  # sum m y y^T
+        T = (my.T @ z.phi3.reshape(n, -1)).reshape(3, 3, -1)  # T[b, c] = sum m y_b Phi_c
+        moment = np.stack([T[1, 2] - T[2, 1], T[2, 0] - T[0, 2], T[0, 1] - T[1, 0]])  # sum m y x Phi (3, P)
+        Mvw = -R @ skew(torch.from_numpy(first)).numpy()
+        Mvq = R @ (z.phi3 * z.mass[:, :, None]).sum(0) @ G
+        Mwq = moment @ G
+        M = np.block([[z.total_mass * np.eye(3), Mvw, Mvq],
+                      [Mvw.T, np.trace(second) * np.eye(3) - second, Mwq],
+                      [Mvq.T, Mwq.T, Mqq]])
+        u = np.concatenate([v, w, qd])
+        Q = np.concatenate([R @ f.sum(0), np.cross(y, f).sum(0), G.T @ Qa]) - b_.drag * (M @ u)
+        M[6:, 6:] += z.added
+        return np.concatenate([v, quat_derivative(torch.from_numpy(quat), torch.from_numpy(w)).numpy(), qd,
+                               np.linalg.solve(M, Q)])
 
     def energy(self, y) -> dict:
         """Kinetic, elastic and gravitational energy (J) of a state; used by checks of energy conservation."""

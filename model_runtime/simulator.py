@@ -8,6 +8,7 @@ cancel between chunks) -> decode every frame at every vertex with one matrix pro
 
 import hashlib
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ import torch
 from torchdiffeq import odeint
 
 from . import mesh as meshlib
-from .dynamics import DTYPE, Body, Dynamics, LatentMap, State, quat_to_matrix, skew
+from .dynamics import DTYPE, Body, BudgetSpent, Dynamics, LatentMap, State, quat_to_matrix, skew
 from .errors import Cancelled, SimulationError
 from .model import CoefficientMLP, NeuROK
 from .params import SimParams, make_params
@@ -33,18 +34,26 @@ MAX_SUBSTEPS = 16  # only strong drag needs more than ceil(MODE_CUT / STABLE_STE
 MEMBRANE_STRAIN = 0.1  # strain under self-weight below which a shell's membrane is not resolved (see below)
 STANDARD_GRAVITY = 9.81
 LOCKING_RAMP = (0.07, 0.25)  # squared slenderness with full / no bending-locking correction (see below)
-RTOL, ATOL = 3e-5, 1e-7  # adaptive methods (dopri5...): state error per step
 # Error-controlled steps by default: they follow the stiffening of large deformations (the learned map's curvature
-# lifts a deformed body's fastest mode from the capped 25 rad/s at rest to 200-500 rad/s, measured), where
-# fixed-step RK4 at the same cost lost 3-16% of the energy. Total energy over 5 s without drag or damping drifted
-# 0.21% (cloth strip) and 0.48% (soft box) at rtol 3e-5, against 0.6% and 2.2-7.5% at 1e-4, for ~25% more steps.
-DEFAULT_METHOD = "dopri5"
+# lifts a deformed body's fastest mode from the capped 25 rad/s at rest to 100-600 rad/s, measured), where
+# fixed-step RK4 at the same cost lost 3-16% of the energy. The method is the Dormand-Prince 5(4) pair at rtol 3e-5
+# (total energy over 5 s without drag or damping drifted 0.12% for the cloth strip and 0.80% for the soft box of
+# evaluate._test_bodies; at rtol 1e-4, 3.7% for the soft box), in scipy's implementation (RK45), which torchdiffeq
+# runs through its scipy_solver: torchdiffeq's own dopri5 takes the same steps, but its torch bookkeeping cost
+# ~100 us per evaluation on this CPU, as much as the right-hand side (10k-vertex pinned cloth, 100 frames: 2.0 s of
+# integration with dopri5, 1.5 s with RK45, measured while the other core was busy). DOP853 (rtol 1e-4) took
+# 10% fewer evaluations on that cloth but 3.6x more on ground contact, whose penalty force is not smooth.
+RTOL, ATOL = 3e-5, 1e-7  # adaptive methods: state error per step
+DEFAULT_METHOD = "rk45"
+SCIPY_METHODS = {"rk45": "RK45", "dop853": "DOP853"}  # run by torchdiffeq's scipy_solver
 FIXED_STEP_METHODS = {"euler", "midpoint", "rk4", "explicit_adams", "implicit_adams"}
 GROUND_SAG = 5e-4  # resting depth g / k of a unit mass on the ground penalty, as a fraction of the body's size
 MAX_GROUND_RATE = 150.0  # cap on sqrt(k) * frame time: ~30 adaptive steps a frame while touching the ground
 CONTACT_STEP = 2.0  # sqrt(k) * step for fixed steps: RK4 is stable to 2.8 on the critically damped contact
 SMALL_OBJECT = 0.02  # m across: failures of smaller bodies explain the size (see _size_hint)
-MAX_STEPS_PER_FRAME = 200  # adaptive steps; typical runs take 2-10, a 0.01 mm cloth needed more than 50
+# Right-hand side evaluations a frame before an adaptive method gives way to the planned RK4 steps: free and pinned
+# bodies take 10-40, ground contact 100-400 (RK45 takes 6 a step), a 0.01 mm cloth needed more than 300.
+MAX_EVALUATIONS_PER_FRAME = 1200
 
 Progress = Callable[[float, str], None]
 
@@ -271,8 +280,8 @@ def _ground_stiffness(base: float, size: float, gravity: float, dt: float) -> fl
     twice the size of a millimetre one. A body rests deeper than g / k when only part of its mass touches (a
     face-down box by ~10x, a sphere more, on its small contact cap); GROUND_SAG keeps both at a few percent of their
     size (measured from 5 mm to 0.5 m: a box ~0.5% of its edge, a coarse sphere ~4% of its diameter). While touching,
-    sqrt(k) sets the adaptive step, so it is capped to stay well within MAX_STEPS_PER_FRAME; only bodies under ~3 mm
-    across (at 24 fps) get the capped, softer contact.
+    sqrt(k) sets the adaptive step, so it is capped to stay well within MAX_EVALUATIONS_PER_FRAME; only bodies under
+    ~3 mm across (at 24 fps) get the capped, softer contact.
     """
     k = max(base, gravity / (GROUND_SAG * max(size, 1e-12)))
     return min(k, max(base, (MAX_GROUND_RATE / dt) ** 2))
@@ -351,9 +360,9 @@ def _reduced_basis(coeff, code, phi, mass, directions, si, sj, k_spring):
     M-orthonormal, so q are modal coordinates at rest.
     """
     k = coeff.l1.in_features - len(code)
-    z0 = torch.zeros(k, dtype=DTYPE)
+    z0 = np.zeros(k)
     _, G, _ = LatentMap(coeff, code, torch.eye(k, dtype=DTYPE)).with_derivatives(z0, z0)
-    J = phi @ G  # (3N, k)
+    J = phi @ torch.from_numpy(G)  # (3N, k)
     m3 = mass.repeat_interleave(3)
     M = J.T @ (m3[:, None] * J)
     lam, vec = torch.linalg.eigh(M)
@@ -374,14 +383,32 @@ def integrate(body: Body, p: SimParams, substeps: int, method: str, progress: Pr
               should_cancel: Callable[[], bool] | None) -> torch.Tensor:
     """States at every frame time (frames+1, state size), integrated in chunks so progress works.
 
-    Cancel is checked between chunks and, through Dynamics, within them; Cancelled passes through every fallback.
+    ``method``: a torchdiffeq method (dopri5, rk4...) or one of SCIPY_METHODS, which torchdiffeq runs through
+    scipy. Cancel is checked between chunks and, through Dynamics, within them; Cancelled passes through every
+    fallback.
     """
     dyn = Dynamics(body, should_cancel)
     y0 = _initial_state(dyn, p)
     dt = 1.0 / p.fps
-    options = {"step_size": dt / substeps} if method in FIXED_STEP_METHODS else {}
     atol = ATOL * _state_scale(body)
-    tol = {} if method in FIXED_STEP_METHODS else {"rtol": RTOL, "atol": atol}
+
+    def solve(y, t, method, rtol=RTOL, atol=atol):
+        if method in FIXED_STEP_METHODS:
+            return odeint(dyn, y, t, method=method, options={"step_size": dt / substeps})[1:]
+        dyn.budget = dyn.evaluations + MAX_EVALUATIONS_PER_FRAME * (len(t) - 1)
+        try:
+            if method not in SCIPY_METHODS:
+                return odeint(dyn, y, t, method=method, rtol=rtol, atol=atol)[1:]
+            with warnings.catch_warnings():  # torchdiffeq passes min_step, which only LSODA takes, to every solver
+                warnings.filterwarnings("ignore", "The following arguments have no effect", UserWarning)
+                ys = odeint(dyn, y, t, method="scipy_solver", rtol=rtol, atol=atol,
+                            options={"solver": SCIPY_METHODS[method]})[1:]
+            if len(ys) != len(t) - 1:  # scipy stopped early (a step size underflow); torchdiffeq passes it on
+                raise AssertionError(f"{method} stopped after {len(ys)} of {len(t) - 1} frames")
+            return ys
+        finally:
+            dyn.budget = None
+
     chunk = max(1, min(24, p.frames // 10 or 1))
     states = [y0]
     limit = 10.0 * body.size + 1e-9
@@ -394,21 +421,18 @@ def integrate(body: Body, p: SimParams, substeps: int, method: str, progress: Pr
                 raise Cancelled("simulation cancelled")
             stop = min(p.frames, start + chunk)
             t = torch.arange(start, stop + 1, dtype=DTYPE) * dt
-            budget = {} if method in FIXED_STEP_METHODS else {"max_num_steps": MAX_STEPS_PER_FRAME * (stop - start)}
             try:
                 try:
-                    ys = odeint(dyn, states[-1], t, method=method, options={**options, **budget}, **tol)[1:]
-                except AssertionError as exc:  # torchdiffeq's step budget: far stiffer than the plan expected
-                    if "max_num_steps" not in str(exc):
-                        raise
+                    ys = solve(states[-1], t, method)
+                except BudgetSpent:  # far stiffer than the plan expected
                     # Bounded fallback (never an endless run that cannot even be cancelled): the planned RK4 steps.
-                    ys = odeint(dyn, states[-1], t, method="rk4", options={"step_size": dt / substeps})[1:]
+                    ys = solve(states[-1], t, "rk4")
                 if not _sane(body, ys, limit) and method in FIXED_STEP_METHODS:
                     # Large deformations stiffen the body beyond the rest-state estimate the step was chosen for:
                     # redo this chunk with error-controlled steps rather than give up.
-                    ys = odeint(dyn, states[-1], t, method="dopri5", rtol=1e-5, atol=0.1 * atol,
-                                options={"max_num_steps": MAX_STEPS_PER_FRAME * (stop - start)})[1:]
-            except (torch.linalg.LinAlgError, AssertionError) as exc:  # a singular mass matrix, a spent budget
+                    ys = solve(states[-1], t, DEFAULT_METHOD, rtol=0.1 * RTOL, atol=0.1 * atol)
+            # A singular mass matrix, a step size underflow (torchdiffeq asserts), a spent budget.
+            except (torch.linalg.LinAlgError, np.linalg.LinAlgError, AssertionError, BudgetSpent) as exc:
                 raise SimulationError(f"the simulation broke down between frames {start} and {stop} (the body "
                                       "deformed past what the model can represent); try a stiffer material, more "
                                       "damping or drag, or a smaller gravity" + _size_hint(body)) from exc
