@@ -20,8 +20,8 @@ Elastic energy is that of a spring network between query points, calibrated to Y
 The right-hand side runs in numpy. An evaluation is ~60 array operations on arrays of a few thousand numbers, and
 the ODE takes thousands of evaluations per simulation (~3,400 for a 100-frame cloth), so per-call overhead sets the
 speed: the same arithmetic took ~200 us per evaluation in numpy against ~450 us in torch (with no_grad or
-inference_mode) on this project's 2-core CPU. torchdiffeq still integrates it; the state crosses as a tensor
-view. The point-wise kinematics below stay in torch: energies, initial velocities and the tests use them.
+inference_mode) on this project's 2-core CPU. torchdiffeq still integrates it (Dynamics.forward takes and returns
+tensors). The point-wise kinematics stay in torch: energies, initial velocities and the tests use them.
 """
 
 from collections.abc import Callable
@@ -196,6 +196,7 @@ class _Arrays:
     spring_rest: np.ndarray
     gravity: np.ndarray
     gravity_coeffs: np.ndarray  # sum_k m_k Phi_k^T g (P,)
+    first_moment: np.ndarray  # sum_k m_k Phi_k (3, P)
 
 
 class Dynamics(torch.nn.Module):
@@ -238,7 +239,8 @@ class Dynamics(torch.nn.Module):
                                           .reshape(p, -1).numpy(), dtype=EDGE_DTYPE),
             spring_k=body.spring_k.numpy(), spring_rest=body.spring_rest.numpy(),
             gravity=body.gravity.numpy(),
-            gravity_coeffs=(body.phi.T @ (body.mass[:, None] * body.gravity).reshape(-1)).numpy())
+            gravity_coeffs=(body.phi.T @ (body.mass[:, None] * body.gravity).reshape(-1)).numpy(),
+            first_moment=(body.mass[:, None, None] * phi3).sum(0).numpy())
 
     def kinematics(self, y):
         """Positions x (N,3), velocities x' (N,3), the velocity Jacobian A (3N, n) and bias acceleration b (N,3):
@@ -273,17 +275,16 @@ class Dynamics(torch.nn.Module):
         # f_i += tension * d, f_j -= tension * d: on the coefficients, -(Phi_j - Phi_i)^T (tension * d).
         return -(z.edge_phi @ (tension * d).reshape(-1).astype(EDGE_DTYPE)).astype(np.float64)
 
-    def ground_force(self, x, xd):
-        """Penalty contact, critically damped in the normal direction, with viscous friction tangentially (N, 3);
-        numpy or torch arrays."""
+    def ground_force(self, x: np.ndarray, xd: np.ndarray) -> np.ndarray:
+        """Penalty contact, critically damped in the normal direction, with viscous friction tangentially (N, 3)."""
         b_ = self.body
-        m = b_.mass.numpy() if isinstance(x, np.ndarray) else b_.mass
+        m = self.np.mass[:, 0]
         depth = (b_.ground - x[:, 2]).clip(0.0)
         touching = 1.0 * (depth > 0)
         k = b_.ground_k
         fn = m * (k * depth - 2.0 * k**0.5 * xd[:, 2].clip(max=0.0) * touching)
         friction = -touching * m * k**0.5
-        return (np if isinstance(x, np.ndarray) else torch).stack([friction * xd[:, 0], friction * xd[:, 1], fn], 1)
+        return np.stack([friction * xd[:, 0], friction * xd[:, 1], fn], 1)
 
     def forward(self, t, y):
         self.evaluations += 1
@@ -296,48 +297,36 @@ class Dynamics(torch.nn.Module):
     def derivative(self, state: np.ndarray) -> np.ndarray:
         """dy/dt of a state (numpy, float64)."""
         z, b_ = self.np, self.body
-        r, n = b_.n_latent, len(z.rest)
+        r = b_.n_latent
         if b_.free:
             pos, quat, q = state[:3], state[3:7], state[7:7 + r]
             v, w, qd = state[7 + r:10 + r], state[10 + r:13 + r], state[13 + r:]
+            R = quat_to_matrix(torch.from_numpy(quat)).numpy()
         else:
             q, qd = state[:r], state[r:]
         a, G, c2 = b_.latent.with_derivatives(q, qd)
         ad = G @ qd
-        Mqq = G.T @ (z.inertia @ G)
-        if not (b_.free or b_.ground is not None):
-            # Uniform gravity and the inertial term of a fixed frame project through the fields' mass moments:
-            # no per-point sums at all (the common case: pinned cloth and pinned solids).
-            Qa = z.gravity_coeffs - z.inertia @ c2 + self.spring_force(a, ad)
-            rhs = G.T @ Qa - b_.drag * (Mqq @ qd)
-            return np.concatenate([qd, np.linalg.solve(Mqq + z.added, rhs)])
-        y = z.rest + (z.phi @ a).reshape(n, 3)  # body frame
-        yd = (z.phi @ ad).reshape(n, 3)
-        bias = (z.phi @ c2).reshape(n, 3)
-        R = quat_to_matrix(torch.from_numpy(quat)).numpy() if b_.free else None
         if b_.free:
-            bias = bias + np.cross(w, np.cross(w, y)) + 2.0 * np.cross(w, yd)
-            f = z.mass * (z.gravity @ R - bias)
-        else:
-            f = z.mass * (z.gravity - bias)
-        if b_.ground is not None:
-            if b_.free:
-                contact = self.ground_force(z.center + pos + y @ R.T, v + (np.cross(w, y) + yd) @ R.T) @ R
-            else:
-                contact = self.ground_force(z.center + y, yd)
-            f = f + contact
-        Qa = z.phi.T @ f.reshape(-1) + self.spring_force(a, ad)  # on the coefficients a
+            y, f = self._point_forces(a, ad, c2, R, pos, v, w)
+            Qa = z.phi.T @ f.reshape(-1)
+        elif b_.ground is not None:
+            y, f = self._point_forces(a, ad, c2)
+            Qa = z.phi.T @ f.reshape(-1)
+        else:  # gravity and the inertial term of a fixed frame project through the fields' mass moments
+            Qa = z.gravity_coeffs - z.inertia @ c2
+        Qa = Qa + self.spring_force(a, ad)  # generalized force on the coefficients a
+        Mqq = G.T @ (z.inertia @ G)
         if not b_.free:
             rhs = G.T @ Qa - b_.drag * (Mqq @ qd)
             return np.concatenate([qd, np.linalg.solve(Mqq + z.added, rhs)])
         # Mass matrix blocks over u = (v world, w body, q'): A = [I, -R [y]x, R Phi G] per point.
+        n = len(y)
         my = z.mass * y
-        first = my.sum(0)
         second = y.T @ my  # sum m y y^T
         T = (my.T @ z.phi3.reshape(n, -1)).reshape(3, 3, -1)  # T[b, c] = sum m y_b Phi_c
         moment = np.stack([T[1, 2] - T[2, 1], T[2, 0] - T[0, 2], T[0, 1] - T[1, 0]])  # sum m y x Phi (3, P)
-        Mvw = -R @ skew(torch.from_numpy(first)).numpy()
-        Mvq = R @ (z.phi3 * z.mass[:, :, None]).sum(0) @ G
+        Mvw = -R @ skew(torch.from_numpy(my.sum(0))).numpy()
+        Mvq = R @ z.first_moment @ G
         Mwq = moment @ G
         M = np.block([[z.total_mass * np.eye(3), Mvw, Mvq],
                       [Mvw.T, np.trace(second) * np.eye(3) - second, Mwq],
@@ -347,6 +336,26 @@ class Dynamics(torch.nn.Module):
         M[6:, 6:] += z.added
         return np.concatenate([v, quat_derivative(torch.from_numpy(quat), torch.from_numpy(w)).numpy(), qd,
                                np.linalg.solve(M, Q)])
+
+    def _point_forces(self, a, ad, c2, R=None, pos=None, v=None, w=None):
+        """Body-frame query positions y (N, 3) and the forces on them (N, 3), expressed in the body frame: gravity,
+        ground contact and the inertial force -m b (with Coriolis and centrifugal terms for a free body: pass its
+        rotation R, position and velocities)."""
+        z, b_ = self.np, self.body
+        n = len(z.rest)
+        y = z.rest + (z.phi @ a).reshape(n, 3)
+        yd = (z.phi @ ad).reshape(n, 3)
+        bias = (z.phi @ c2).reshape(n, 3)
+        if R is None:
+            f = z.mass * (z.gravity - bias)
+            if b_.ground is not None:
+                f = f + self.ground_force(z.center + y, yd)
+            return y, f
+        bias = bias + np.cross(w, np.cross(w, y)) + 2.0 * np.cross(w, yd)
+        f = z.mass * (z.gravity @ R - bias)
+        if b_.ground is not None:
+            f = f + self.ground_force(z.center + pos + y @ R.T, v + (np.cross(w, y) + yd) @ R.T) @ R
+        return y, f
 
     def energy(self, y) -> dict:
         """Kinetic, elastic and gravitational energy (J) of a state; used by checks of energy conservation."""

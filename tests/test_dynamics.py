@@ -31,7 +31,7 @@ def pointwise_accelerations(dyn: Dynamics, y: torch.Tensor) -> torch.Tensor:
     fs = b.spring_k[:, None] * ((length - b.spring_rest[:, None]) + b.damping * rate) * d / length
     f = f.index_add(0, b.spring_i, fs).index_add(0, b.spring_j, -fs)
     if b.ground is not None:
-        f = f + dyn.ground_force(x, xd)
+        f = f + torch.from_numpy(dyn.ground_force(x.numpy(), xd.numpy()))
     M = A.T @ (b.mass.repeat_interleave(3)[:, None] * A)
     r = b.n_latent
     M[-r:, -r:] += torch.diag(b.added_mass)
