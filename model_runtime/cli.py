@@ -104,7 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("evaluate", help="measure a trained model against the reference simulator")
     e.add_argument("--weights", default=None, help="weights (.safetensors); default: the shipped model")
-    e.add_argument("--data", help="dataset root (uses its test split)")
+    e.add_argument("--data", help="dataset root (uses its test split; see --split)")
+    e.add_argument("--split", default="test", choices=["test", "val", "train", "all"],
+                   help="the dataset's sequences to evaluate: all of them for data the weights never saw")
     e.add_argument("--meshes", help="folder of .obj meshes to run through the reference and the model")
     e.add_argument("--out", required=True, help="report folder (JSON, Markdown, plots)")
     e.add_argument("--limit", type=int, default=None, help="at most this many sequences/meshes (default 20)")

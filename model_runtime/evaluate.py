@@ -386,7 +386,9 @@ def _summary(items: list[dict]) -> dict:
 def evaluate(weights: str | None, data: str | None, meshes: str | None, out: str, limit: int | None = 20,
              run: str | None = None, recon_frames: int = 4, points: int = 2048, ik_steps: int = 200,
              mesh_frames: int = 48, physics: bool = True, filmstrips: int = 6, seed: int = 0,
-             log=print) -> dict:
+             split: str = "test", log=print) -> dict:
+    """The report of the module docstring. ``split`` chooses the dataset's sequences: "test" (held out from the
+    training data), or "all" for a dataset the weights were not trained on at all."""
     from .data.format import list_sequences, load_sequence
     from .simulator import Simulator
 
@@ -399,7 +401,8 @@ def evaluate(weights: str | None, data: str | None, meshes: str | None, out: str
     rng = np.random.default_rng(seed)
     report: dict = {"weights": str(weights) if weights else "shipped", "settings": {
         "limit": limit, "recon_frames": recon_frames, "points": points, "ik_steps": ik_steps,
-        "mesh_frames": mesh_frames, "seed": seed, "mesh_diagonal_m": MESH_DIAGONAL, "pin_fraction": PIN_FRACTION},
+        "mesh_frames": mesh_frames, "seed": seed, "mesh_diagonal_m": MESH_DIAGONAL, "pin_fraction": PIN_FRACTION,
+        "split": split},
         "cd_definition": "0.5*(mean_p min_q |p-q|_2 + mean_q min_p |p-q|_2) on unit-diagonal shapes"}
     try:
         from safetensors import safe_open
@@ -411,9 +414,9 @@ def evaluate(weights: str | None, data: str | None, meshes: str | None, out: str
         report["weights_info"] = None
 
     if data:
-        paths = list_sequences(data, "test")[:limit]
+        paths = list_sequences(data, None if split == "all" else split)[:limit]
         if not paths:
-            raise FileNotFoundError(f"no test-split sequences under {data}")
+            raise FileNotFoundError(f"no {split}-split sequences under {data}")
         recon, rollouts = [], []
         t0 = time.time()
         for i, path in enumerate(paths):
@@ -446,7 +449,7 @@ def evaluate(weights: str | None, data: str | None, meshes: str | None, out: str
                                    "by_family": {fam: _summary([r for r in rollouts if r["family"] == fam])
                                                  for fam in sorted({r["family"] for r in rollouts})}}
         report["test_seconds"] = time.time() - t0
-        plot_error_curves(rollouts, out_dir / "error_test.png", "test split: rollout error vs reference")
+        plot_error_curves(rollouts, out_dir / "error_test.png", f"{split} split: rollout error vs reference")
 
     if meshes:
         from .data.reference import simulate_reference
@@ -535,7 +538,7 @@ def markdown(r: dict, out_dir: Path | None = None) -> str:
             lines.append(f"| {name} | {_f(s['ik'])} | {_f(s['posterior'])} | {_f(s['prior_mean'])} | "
                          f"{_f(s['rest'])} | {_f(s['floor'])} |")
         lines.append("")
-    for key, title in (("test_rollouts", "Rollout vs reference: test split"),
+    for key, title in (("test_rollouts", f"Rollout vs reference: {r['settings'].get('split', 'test')} split"),
                        ("mesh_rollouts", "Rollout vs reference: meshes")):
         if key not in r:
             continue
@@ -591,6 +594,6 @@ def run_cli(args: argparse.Namespace) -> int:
     limit = 20 if args.limit is None else args.limit
     r = evaluate(args.weights, args.data, args.meshes, args.out, limit=limit, run=args.run,
                  recon_frames=args.recon_frames, points=args.points, ik_steps=args.ik_steps,
-                 mesh_frames=args.mesh_frames, physics=not args.no_physics, seed=args.seed)
+                 mesh_frames=args.mesh_frames, physics=not args.no_physics, seed=args.seed, split=args.split)
     print(f"wrote {Path(args.out) / 'evaluate.json'} and evaluate.md in {r['seconds']:.0f}s")
     return 0

@@ -156,3 +156,14 @@ def test_physics_checks_run(tiny_weights):
     assert len(r["energy_curve"]) == 13
     for key in ("drag", "gravity", "stiffness"):
         assert isinstance(r[key]["monotonic"], bool)
+
+
+def test_evaluate_all_splits_of_a_dataset_the_weights_never_saw(tmp_path, tiny_weights, tiny_data):
+    out = tmp_path / "report"
+    rc = main(["evaluate", "--weights", str(tiny_weights), "--data", str(tiny_data), "--split", "all", "--out",
+               str(out), "--recon-frames", "2", "--points", "128", "--ik-steps", "2", "--no-physics"])
+    assert rc == 0
+    r = json.loads((out / "evaluate.json").read_text())
+    assert r["settings"]["split"] == "all"
+    assert sorted(it["name"] for it in r["test_rollouts"]["items"]) == ["seq_000000", "seq_000001", "seq_000002"]
+    assert "Rollout vs reference: all split" in (out / "evaluate.md").read_text()
