@@ -269,7 +269,7 @@ class Dynamics(torch.nn.Module):
         z, b_ = self.np, self.body
         moved = (np.stack([a, ad]).astype(EDGE_DTYPE) @ z.edge_phi).astype(np.float64).reshape(2, 3, -1)
         d = z.edge_rest + moved[0]
-        length = np.sqrt((d * d).sum(0))
+        length = np.sqrt((d * d).sum(0)).clip(1e-12)  # a spring crushed to a point has no direction
         rate = (d * moved[1]).sum(0) / length
         tension = z.spring_k * ((length - z.spring_rest) + b_.damping * rate) / length
         # f_i += tension * d, f_j -= tension * d: on the coefficients, -(Phi_j - Phi_i)^T (tension * d).
