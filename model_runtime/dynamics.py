@@ -64,7 +64,8 @@ class LatentMap:
         self.w2, self.b2 = constant(mlp.l2.weight), constant(mlp.l2.bias)
         self.w3, self.b3 = constant(mlp.l3.weight), constant(mlp.l3.bias)
         self.g0 = self._g(torch.zeros(U.shape[1], dtype=DTYPE))
-        self._np = None  # numpy views of the weights for with_derivatives, made on first use
+        # numpy views (no copies) of the same weights, for with_derivatives
+        self._arrays = tuple(t.numpy() for t in (self.w1, self.b1, self.w2, self.b2, self.w3, self.b3, self.g0))
 
     @property
     def n_latent(self) -> int:
@@ -94,12 +95,6 @@ class LatentMap:
         c2 = dd2 * (w2j1 @ qd) ** 2 + d2 * x2[:, 1]
         out = w3 @ np.concatenate([a2[:, None], c2[:, None], d2[:, None] * w2j1], 1)
         return out[:, 0] + b3 - g0, out[:, 2:], out[:, 1]
-
-    @property
-    def _arrays(self):
-        if self._np is None:
-            self._np = tuple(t.numpy() for t in (self.w1, self.b1, self.w2, self.b2, self.w3, self.b3, self.g0))
-        return self._np
 
 
 def _silu_derivatives(h: np.ndarray):
@@ -140,19 +135,19 @@ class Body:
         return self.latent.n_latent
 
 
-def quat_to_matrix(q: torch.Tensor) -> torch.Tensor:
+def quat_to_matrix(q: np.ndarray) -> np.ndarray:
     """Rotation matrix of a (not necessarily unit) quaternion (w, x, y, z)."""
-    q = q / q.norm()
-    w, v = q[0], q[1:]
-    return (w * w - v @ v) * torch.eye(3, dtype=q.dtype) + 2.0 * torch.outer(v, v) + 2.0 * w * skew(v)
+    w, x, y, z = q / np.sqrt(q @ q)
+    return np.array([[w * w + x * x - y * y - z * z, 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                     [2 * (x * y + w * z), w * w - x * x + y * y - z * z, 2 * (y * z - w * x)],
+                     [2 * (x * z - w * y), 2 * (y * z + w * x), w * w - x * x - y * y + z * z]])
 
 
-def quat_derivative(q: torch.Tensor, w_body: torch.Tensor) -> torch.Tensor:
+def quat_derivative(q: np.ndarray, w_body: np.ndarray) -> np.ndarray:
     """dq/dt = 1/2 q (x) (0, w) for a body-frame angular velocity w."""
-    a, b, c, d = q.unbind()
-    x, y, z = w_body.unbind()
-    return 0.5 * torch.stack([-b * x - c * y - d * z, a * x + c * z - d * y,
-                              a * y - b * z + d * x, a * z + b * y - c * x])
+    a, b, c, d = q
+    x, y, z = w_body
+    return 0.5 * np.array([-b * x - c * y - d * z, a * x + c * z - d * y, a * y - b * z + d * x, a * z + b * y - c * x])
 
 
 def skew(v: torch.Tensor) -> torch.Tensor:
@@ -228,7 +223,7 @@ class Dynamics(torch.nn.Module):
         self.should_cancel = should_cancel
         n, p = len(body.rest), body.phi.shape[1]
         phi3 = body.phi.view(n, 3, p)
-        self.np = _Arrays(
+        self.arrays = _Arrays(
             rest=body.rest.numpy(), center=body.center.numpy(), phi=body.phi.numpy(), phi3=phi3.numpy(),
             mass=body.mass.numpy()[:, None], total_mass=float(body.mass.sum()),
             inertia=(body.phi.T @ (body.mass.repeat_interleave(3)[:, None] * body.phi)).numpy(),
@@ -255,7 +250,7 @@ class Dynamics(torch.nn.Module):
         bias = (b_.phi @ c2).view(n, 3)
         if not b_.free:
             return b_.center + y_body, yd, jy, bias
-        R = quat_to_matrix(quat)
+        R = torch.from_numpy(quat_to_matrix(quat.numpy()))
         x = b_.center + t + y_body @ R.T
         wy = torch.linalg.cross(w.expand(n, 3), y_body)
         xd = v + (wy + yd) @ R.T
@@ -266,7 +261,7 @@ class Dynamics(torch.nn.Module):
 
     def spring_force(self, a: np.ndarray, ad: np.ndarray) -> np.ndarray:
         """Generalized force of the spring network on the coefficients (P,), given a and its rate ad."""
-        z, b_ = self.np, self.body
+        z, b_ = self.arrays, self.body
         moved = (np.stack([a, ad]).astype(EDGE_DTYPE) @ z.edge_phi).astype(np.float64).reshape(2, 3, -1)
         d = z.edge_rest + moved[0]
         length = np.sqrt((d * d).sum(0)).clip(1e-12)  # a spring crushed to a point has no direction
@@ -278,7 +273,7 @@ class Dynamics(torch.nn.Module):
     def ground_force(self, x: np.ndarray, xd: np.ndarray) -> np.ndarray:
         """Penalty contact, critically damped in the normal direction, with viscous friction tangentially (N, 3)."""
         b_ = self.body
-        m = self.np.mass[:, 0]
+        m = self.arrays.mass[:, 0]
         depth = (b_.ground - x[:, 2]).clip(0.0)
         touching = 1.0 * (depth > 0)
         k = b_.ground_k
@@ -296,12 +291,12 @@ class Dynamics(torch.nn.Module):
 
     def derivative(self, state: np.ndarray) -> np.ndarray:
         """dy/dt of a state (numpy, float64)."""
-        z, b_ = self.np, self.body
+        z, b_ = self.arrays, self.body
         r = b_.n_latent
         if b_.free:
             pos, quat, q = state[:3], state[3:7], state[7:7 + r]
             v, w, qd = state[7 + r:10 + r], state[10 + r:13 + r], state[13 + r:]
-            R = quat_to_matrix(torch.from_numpy(quat)).numpy()
+            R = quat_to_matrix(quat)
         else:
             q, qd = state[:r], state[r:]
         a, G, c2 = b_.latent.with_derivatives(q, qd)
@@ -325,7 +320,7 @@ class Dynamics(torch.nn.Module):
         second = y.T @ my  # sum m y y^T
         T = (my.T @ z.phi3.reshape(n, -1)).reshape(3, 3, -1)  # T[b, c] = sum m y_b Phi_c
         moment = np.stack([T[1, 2] - T[2, 1], T[2, 0] - T[0, 2], T[0, 1] - T[1, 0]])  # sum m y x Phi (3, P)
-        Mvw = -R @ skew(torch.from_numpy(my.sum(0))).numpy()
+        Mvw = -R @ np.cross(my.sum(0), np.eye(3)).T  # -R [sum m y]x
         Mvq = R @ z.first_moment @ G
         Mwq = moment @ G
         M = np.block([[z.total_mass * np.eye(3), Mvw, Mvq],
@@ -334,14 +329,13 @@ class Dynamics(torch.nn.Module):
         u = np.concatenate([v, w, qd])
         Q = np.concatenate([R @ f.sum(0), np.cross(y, f).sum(0), G.T @ Qa]) - b_.drag * (M @ u)
         M[6:, 6:] += z.added
-        return np.concatenate([v, quat_derivative(torch.from_numpy(quat), torch.from_numpy(w)).numpy(), qd,
-                               np.linalg.solve(M, Q)])
+        return np.concatenate([v, quat_derivative(quat, w), qd, np.linalg.solve(M, Q)])
 
     def _point_forces(self, a, ad, c2, R=None, pos=None, v=None, w=None):
         """Body-frame query positions y (N, 3) and the forces on them (N, 3), expressed in the body frame: gravity,
         ground contact and the inertial force -m b (with Coriolis and centrifugal terms for a free body: pass its
         rotation R, position and velocities)."""
-        z, b_ = self.np, self.body
+        z, b_ = self.arrays, self.body
         n = len(z.rest)
         y = z.rest + (z.phi @ a).reshape(n, 3)
         yd = (z.phi @ ad).reshape(n, 3)

@@ -432,7 +432,7 @@ def integrate(body: Body, p: SimParams, substeps: int, method: str, progress: Pr
                     # redo this chunk with error-controlled steps rather than give up.
                     ys = solve(states[-1], t, DEFAULT_METHOD, rtol=0.1 * RTOL, atol=0.1 * atol)
             # A singular mass matrix, a step size underflow (torchdiffeq asserts), a spent budget.
-            except (torch.linalg.LinAlgError, np.linalg.LinAlgError, AssertionError, BudgetSpent) as exc:
+            except (np.linalg.LinAlgError, AssertionError, BudgetSpent) as exc:
                 raise SimulationError(f"the simulation broke down between frames {start} and {stop} (the body "
                                       "deformed past what the model can represent); try a stiffer material, more "
                                       "damping or drag, or a smaller gravity" + _size_hint(body)) from exc
@@ -508,7 +508,7 @@ def decode_frames(enc: Encoding, plan: Plan, states: torch.Tensor) -> np.ndarray
     parts = [st.split(y) for y in states]
     A = body.latent(torch.stack([q for _, _, q, _, _, _ in parts]))
     if body.free:
-        R = torch.stack([quat_to_matrix(quat) for _, quat, *_ in parts])
+        R = torch.from_numpy(np.stack([quat_to_matrix(quat.numpy()) for _, quat, *_ in parts]))
         shift = body.center + torch.stack([t for t, *_ in parts])
     else:
         R, shift = torch.eye(3, dtype=DTYPE).expand(T, 3, 3), body.center.expand(T, 3)
