@@ -10,13 +10,14 @@ import hashlib
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from torchdiffeq import odeint
 
 from . import mesh as meshlib
+from . import statics
 from .dynamics import DTYPE, Body, BudgetSpent, Dynamics, LatentMap, State, quat_to_matrix, skew
 from .errors import Cancelled, SimulationError
 from .model import CoefficientMLP, NeuROK
@@ -34,6 +35,9 @@ MAX_SUBSTEPS = 16  # only strong drag needs more than ceil(MODE_CUT / STABLE_STE
 MEMBRANE_STRAIN = 0.1  # strain under self-weight below which a shell's membrane is not resolved (see below)
 STANDARD_GRAVITY = 9.81
 LOCKING_RAMP = (0.07, 0.25)  # squared slenderness with full / no bending-locking correction (see below)
+# Bounds on the stiffness scale of a pinned solid: a body whose decoded deformations barely load it (a latent
+# direction the springs do not see) must not end up arbitrarily stiff or soft.
+MIN_STIFFNESS_FACTOR, MAX_STIFFNESS_FACTOR = 1e-3, 10.0
 # Error-controlled steps by default: they follow the stiffening of large deformations (the learned map's curvature
 # lifts a deformed body's fastest mode from the capped 25 rad/s at rest to 100-600 rad/s, measured), where
 # fixed-step RK4 at the same cost lost 3-16% of the energy. The method is the Dormand-Prince 5(4) pair at rtol 3e-5
@@ -76,6 +80,9 @@ class Encoding:
     closed: bool
     area: float
     volume: float
+    faces: np.ndarray  # (F, 3) int64
+    pins: np.ndarray  # pinned vertex indices
+    sag: dict = field(default_factory=dict)  # Poisson ratio -> the solid's static sag at the queries (_solid_sag)
 
 
 @dataclass
@@ -84,6 +91,7 @@ class Plan:
 
     body: Body
     substeps: int  # RK4 steps per frame
+    stiffness_factor: float  # scale on the spring network's nominal stiffness (_stiffness_factor)
     rigid: torch.Tensor | None  # (6, P) rigid part projected off each basis field (free bodies)
 
 
@@ -162,7 +170,7 @@ def encode_mesh(model: NeuROK, mesh: meshlib.Mesh, pins: np.ndarray) -> Encoding
                     phi_q=phi_q, phi_v=phi_v,
                     code=code[0].double(), springs=_spring_graph(queries / scale, rng, closed),
                     pinned=bool(len(pins)), lever=lever, closed=closed, area=meshlib.total_area(mesh),
-                    volume=meshlib.enclosed_volume(mesh) if closed else 0.0)
+                    volume=meshlib.enclosed_volume(mesh) if closed else 0.0, faces=mesh.faces, pins=pins)
 
 
 def _hold_pins(vertices, pins, queries, phi_q, phi_v, scale):
@@ -244,10 +252,12 @@ def build_body(enc: Encoding, p: SimParams, coeff: CoefficientMLP, locking: dict
     length = d.norm(dim=1)
     # Uniform strain e along a random direction stores sum k L^2 e^2 / 10 in the springs (mean cos^4 = 1/5);
     # equating it with the continuum's E e^2 V / 2 gives the spring constant for Young's modulus E.
-    k_spring = 5.0 * _effective_stiffness(enc, p, rest, locking) * volume / float((length**2).sum())
+    k_spring = 5.0 * p.stiffness * volume / float((length**2).sum())
     code = enc.code
     dt = 1.0 / p.fps
-    U, omega = _reduced_basis(coeff, code, phi, mass, d / length[:, None], si, sj, k_spring)
+    U, omega, shapes = _reduced_basis(coeff, code, phi, mass, d / length[:, None], si, sj, k_spring)
+    factor = _stiffness_factor(enc, p, rest, mass, shapes, omega, locking)
+    k_spring, omega = k_spring * factor, omega * math.sqrt(factor)  # the mode shapes do not depend on a scale of K
     # Mass scaling: modes faster than the frame rate can show get extra modal mass that slows them to omega_cut.
     # Their static deflection (which depends only on stiffness) is kept exactly; only their unseeable high-frequency
     # ringing is slowed, and the explicit step stays affordable.
@@ -269,7 +279,7 @@ def build_body(enc: Encoding, p: SimParams, coeff: CoefficientMLP, locking: dict
                 spring_i=si, spring_j=sj, spring_rest=length, spring_k=torch.full_like(length, k_spring),
                 damping=damping, drag=p.drag, gravity=torch.as_tensor(p.gravity, dtype=DTYPE), ground=p.ground,
                 ground_k=ground_k, free=not enc.pinned)
-    return Plan(body, substeps, rigid)
+    return Plan(body, substeps, factor, rigid)
 
 
 def _ground_stiffness(base: float, size: float, gravity: float, dt: float) -> float:
@@ -287,32 +297,69 @@ def _ground_stiffness(base: float, size: float, gravity: float, dt: float) -> fl
     return min(k, max(base, (MAX_GROUND_RATE / dt) ** 2))
 
 
-def _effective_stiffness(enc: Encoding, p: SimParams, rest: torch.Tensor, locking: dict | None) -> float:
-    """Young's modulus for the spring network, corrected where bending through the decoder locks.
+def _stiffness_factor(enc: Encoding, p: SimParams, rest: torch.Tensor, mass: torch.Tensor, shapes: torch.Tensor,
+                      omega: torch.Tensor, locking: dict | None) -> float:
+    """Scale on the spring network's stiffness (calibrated to Young's modulus for uniform strain) for this body.
 
-    Slender solids under transverse load: charged at full E, a cantilever sagged ~2% of Euler-Bernoulli, because
-    a spring network over surface points resists bending through its stiffest fibres and the decoder's bending
-    deformations carry a little spurious axial strain. The stiffness is scaled by law = min(1, c s2^p), with s2 the
-    squared thickness over the length that bends (see bending_shape) and c, p fitted per weights file to
-    cantilevers of L/a 4-15 (model_runtime.calibrate). Axial loading does not lock (columns under their own weight
-    shortened within 2x of rho g h^2 / 2E uncorrected, and 40x too much corrected), so the correction is applied as
-    law^(w), w = sin^2(angle between the bending axis and gravity) x a ramp from full at s2 <= 0.07 (L/a >= 4) to
-    none at s2 >= 0.25 (L/a <= 2).
+    Solids: the network resists bending through its stiffest fibres, and the decoder's bending deformations carry a
+    little spurious axial strain, by amounts that depend on the shape (at full stiffness a slender cantilever sagged
+    ~2% of Euler-Bernoulli, base-pinned blocks 20-40% of the reference's lean). A pinned solid is matched to the
+    continuum itself (_continuum_factor); a free one, which has no static equilibrium to match, takes the weights'
+    slenderness law, fitted to the continuum factors of cantilevers (_locking_factor, model_runtime.calibrate).
 
     Open surfaces: a cloth's real strain under its own weight is ~0.1%, while the decoder is isometric only to a few
     percent; at full membrane stiffness a pinned cotton sheet stayed flat. As with under-integrated shell elements,
     the membrane is softened until the self-weight strain reaches the decoder's resolution, MEMBRANE_STRAIN.
     """
     if not enc.closed:
-        return min(p.stiffness, p.density * STANDARD_GRAVITY * enc.scale / MEMBRANE_STRAIN)
-    if locking is None:
-        return p.stiffness
-    s2, axis = bending_shape(rest, enc.lever)
+        return min(1.0, p.density * STANDARD_GRAVITY * enc.scale / (MEMBRANE_STRAIN * p.stiffness))
+    if enc.pinned:
+        return _continuum_factor(enc, p, mass, shapes, omega)
+    return _locking_factor(rest, p.gravity, locking) if locking is not None else 1.0
+
+
+def _continuum_factor(enc: Encoding, p: SimParams, mass: torch.Tensor, shapes: torch.Tensor,
+                      omega: torch.Tensor) -> float:
+    """The ratio of the linearized body's compliance under its own weight, g^T C g, to that of the same solid in
+    linear elasticity (``statics``, exact in bending), both weighted by the query points' masses: the scale that
+    gives the body the continuum's mean sag along gravity (without gravity, the mean over directions)."""
+    g = np.asarray(p.gravity, float)
+    loads = g / np.linalg.norm(g) if g @ g > 0 else np.eye(3)
+    model = np.einsum("ab,...a,...b", _compliance(mass, shapes, omega), loads, loads)
+    solid = np.einsum("iab,i,...a,...b", _solid_sag(enc, p.poisson, float(mass.sum())), mass.numpy(), loads,
+                      loads) / p.stiffness
+    return float(np.clip(model.sum() / solid.sum(), MIN_STIFFNESS_FACTOR, MAX_STIFFNESS_FACTOR))
+
+
+def _locking_factor(rest: torch.Tensor, gravity, locking: dict) -> float:
+    """min(1, c s2^p), s2 the squared thickness over the length (bending_shape), applied fully at s2 <= 0.07
+    (L/a >= 4) and not at all at s2 >= 0.25. Axial loading does not lock (columns shortened within 2x of
+    rho g h^2 / 2E uncorrected, 40x too much corrected), so the law applies as law^w, w = sin^2(angle between the
+    bending axis and gravity) x that ramp."""
+    s2, axis = bending_shape(rest)
     ramp = min(1.0, max(0.0, (LOCKING_RAMP[1] - s2) / (LOCKING_RAMP[1] - LOCKING_RAMP[0])))
-    g = torch.as_tensor(p.gravity, dtype=DTYPE)
+    g = torch.as_tensor(gravity, dtype=DTYPE)
     transverse = 1.0 - float((axis @ g) ** 2 / (g @ g)) if float(g @ g) > 0 else 1.0
     law = min(1.0, locking["coefficient"] * s2 ** locking["exponent"])
-    return p.stiffness * law ** (ramp * transverse)
+    return law ** (ramp * transverse)
+
+
+def _compliance(mass: torch.Tensor, shapes: torch.Tensor, omega: torch.Tensor) -> np.ndarray:
+    """(3, 3) static compliance of the linearized body: C[a, b] = sum_i m_i u_b(x_i)[a], u_b its sag under a unit
+    body force along b; ``shapes`` (3N, r) are its M-orthonormal modes at the points, ``omega`` their frequencies."""
+    force = torch.einsum("i,ibr->rb", mass, shapes.view(len(mass), 3, -1))  # modal force, (r, 3)
+    w2 = omega**2
+    kept = w2 > 1e-12 * w2.max().clamp_min(1e-300)  # directions the springs do not resist carry no static load
+    return (force[kept].T @ (force[kept] / w2[kept, None])).numpy()
+
+
+def _solid_sag(enc: Encoding, poisson: float, total: float) -> np.ndarray:
+    """statics.self_weight_sag of the encoded solid at its query points, for a body of ``total`` kg at E = 1 Pa
+    (cached per Poisson ratio: the sag is proportional to the mass, so it is solved once at 1 kg)."""
+    if poisson not in enc.sag:
+        mesh = meshlib.Mesh(enc.vertices, enc.faces)
+        enc.sag[poisson] = statics.self_weight_sag(mesh, enc.pins, poisson, enc.queries, 1.0)
+    return enc.sag[poisson] * total
 
 
 def bending_shape(points: torch.Tensor, lever: np.ndarray | None = None) -> tuple[float, torch.Tensor]:
@@ -353,7 +400,8 @@ def _rigid_fields(points: torch.Tensor) -> torch.Tensor:
 
 
 def _reduced_basis(coeff, code, phi, mass, directions, si, sj, k_spring):
-    """Reduced latent basis U (k, r) in vibration modes of the linearized body, and their frequencies (rad/s).
+    """Reduced latent basis U (k, r) in vibration modes of the linearized body, their frequencies (rad/s) and their
+    shapes at the points (3N, r).
 
     Directions of z that barely move the decoded shape are dropped (the mass matrix is singular along them): the
     active subspace of the decoder at rest. The rest are split into modes K v = omega^2 M v; U's columns are
@@ -375,7 +423,7 @@ def _reduced_basis(coeff, code, phi, mass, directions, si, sj, k_spring):
     stretch = (directions[:, :, None] * (Jb[sj] - Jb[si])).sum(1)  # (E, a): spring length change per coordinate
     K = k_spring * stretch.T @ stretch
     w2, modes = torch.linalg.eigh(K)
-    return B @ modes, w2.clamp_min(0.0).sqrt()
+    return B @ modes, w2.clamp_min(0.0).sqrt(), Jb.view(3 * n, -1) @ modes
 
 
 @torch.no_grad()

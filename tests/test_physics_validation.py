@@ -137,7 +137,7 @@ def test_a_clamp_holds_the_whole_pinned_face_however_coarse_the_surface():
 
 
 def test_pinned_patch_samples_cover_only_fully_pinned_triangles():
-    from model_runtime.data.reference import pinned_patch_samples
+    from model_runtime.mesh import pinned_patch_samples
 
     v = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0]], float)
     f = np.array([[0, 1, 2], [1, 3, 2]])

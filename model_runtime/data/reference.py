@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import MeshError
-from ..mesh import Mesh, enclosed_volume, is_closed, validate
+from ..mesh import Mesh, enclosed_volume, is_closed, pinned_patch_samples, thinnest_width, validate
 from ..params import SimParams
 from . import newton_engine
 from .mujoco_engine import simulate_solid
@@ -199,34 +199,8 @@ def lattice_cell(vertices: np.ndarray, volume: float, settings: SolverSettings) 
     beyond ``max_lattice_cells`` cubes."""
     if settings.cell is not None:
         return settings.cell
-    centred = vertices - vertices.mean(0)
-    axes = np.linalg.svd(centred, full_matrices=False)[2]
-    # Widths across the two minor principal axes at every 5 degrees: a square cross-section's principal axes are
-    # arbitrary within its plane (equal eigenvalues) and may run along its diagonal.
-    turn = np.linspace(0.0, np.pi, 36, endpoint=False)
-    across = np.cos(turn)[:, None] * axes[1] + np.sin(turn)[:, None] * axes[2]
-    thinnest = float(np.ptp(centred @ across.T, axis=0).min())
-    cell = min((volume / settings.lattice_cells) ** (1.0 / 3.0), thinnest / settings.min_cells_across)
+    cell = min((volume / settings.lattice_cells) ** (1.0 / 3.0), thinnest_width(vertices) / settings.min_cells_across)
     return max(cell, (volume / settings.max_lattice_cells) ** (1.0 / 3.0))
-
-
-def pinned_patch_samples(vertices: np.ndarray, faces: np.ndarray, pins: np.ndarray, spacing: float) -> np.ndarray:
-    """Points at most ``spacing`` apart on every triangle whose three vertices are pinned: the surface the pins
-    span. A lattice finer than the surface would otherwise be held only at the pinned vertices themselves, a leaky
-    clamp (a cantilever from a surface two triangles across sagged 28% past beam theory on an 8-across lattice)."""
-    tri = faces[np.isin(faces, pins).all(1)]
-    if not len(tri):
-        return np.zeros((0, 3))
-    corners = vertices[tri]  # (T, 3, 3)
-    longest = np.linalg.norm(corners - np.roll(corners, 1, axis=1), axis=-1).max(1)
-    steps = np.maximum(1, np.ceil(longest / spacing)).astype(int)
-    out = []
-    for n in np.unique(steps):
-        i, j = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
-        keep = i + j <= n
-        bary = np.stack([i[keep], j[keep], n - i[keep] - j[keep]], 1) / n  # (B, 3)
-        out.append(np.einsum("bk,tkd->tbd", bary, corners[steps == n]).reshape(-1, 3))
-    return np.concatenate(out)
 
 
 def simulate_reference(

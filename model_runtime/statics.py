@@ -1,0 +1,195 @@
+"""Linear statics of a closed solid: the continuum sag a learned body's stiffness is calibrated to.
+
+The learned body resists deformation through a spring network over decoded surface points, calibrated to Young's
+modulus for uniform strain. How stiff that network is in bending depends on the shape and on how cleanly the
+decoder bends it (a base-pinned block came out 2.6-5.5x too stiff, benchmarks/stubby_lean.py), so a pinned solid's
+stiffness is instead matched, body by body, to the linear elastic compliance of the same solid under its own
+weight, computed here.
+
+The solid is the set of lattice cells whose centres lie inside the surface, each a trilinear brick with Wilson's
+incompatible (bubble) modes condensed out: unlike plain trilinear bricks or linear tets, which lock in bending
+(~1.5x too stiff at cube-shaped cells), they bend exactly, so a few cells across a beam suffice (tested against
+Euler-Bernoulli). Nodes of cells that hold a pinned vertex, or a point of a surface triangle whose vertices are all
+pinned, are clamped, as in the reference simulator.
+"""
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse
+import scipy.sparse.linalg
+import scipy.spatial
+
+from .errors import MeshError
+from .mesh import Mesh, enclosed_volume, pinned_patch_samples, thinnest_width
+
+TARGET_CELLS = 600  # bricks for the body's volume: the solve takes ~0.1-0.3 s
+MIN_CELLS_ACROSS = 3  # bubble bricks bend exactly; three cells resolve the shear across a stubby body
+MAX_GRID_CELLS = 40_000  # bounding-box cells at most (a thin diagonal plate fills few of them)
+_GAUSS = 1.0 / math.sqrt(3.0)
+_CORNERS = np.array(list(itertools.product((0, 1), repeat=3)))  # brick node k at offset _CORNERS[k]
+
+
+def brick_stiffness(size: np.ndarray, poisson: float) -> np.ndarray:
+    """(24, 24) stiffness at E = 1 Pa of a rectangular brick with edges ``size`` (m), nodes in _CORNERS order and
+    (x, y, z) per node; bubble modes 1 - xi_k^2 per axis and component condensed out (2x2x2 Gauss)."""
+    lam = poisson / ((1 + poisson) * (1 - 2 * poisson))
+    mu = 1.0 / (2 * (1 + poisson))
+    D = np.zeros((6, 6))
+    D[:3, :3] = lam
+    D[np.arange(3), np.arange(3)] += 2 * mu
+    D[np.arange(3, 6), np.arange(3, 6)] = mu
+    half = np.asarray(size, float) / 2
+    signs = 2 * _CORNERS - 1
+    K = np.zeros((33, 33))
+    for xi in itertools.product((-_GAUSS, _GAUSS), repeat=3):
+        xi = np.array(xi)
+        factors = 1 + signs * xi  # (8, 3)
+        grads = np.empty((11, 3))
+        for j in range(3):
+            grads[:8, j] = signs[:, j] * np.prod(np.delete(factors, j, axis=1), axis=1) / 8
+        grads[8:] = np.diag(-2 * xi)  # bubbles
+        grads /= half  # d/dxi -> d/dx
+        B = np.zeros((6, 33))
+        for a, g in enumerate(grads):
+            c = 3 * a
+            B[0, c], B[1, c + 1], B[2, c + 2] = g
+            B[3, c], B[3, c + 1] = g[1], g[0]
+            B[4, c + 1], B[4, c + 2] = g[2], g[1]
+            B[5, c], B[5, c + 2] = g[2], g[0]
+        K += B.T @ D @ B * np.prod(half)
+    kuu, kub, kbb = K[:24, :24], K[:24, 24:], K[24:, 24:]
+    return kuu - kub @ np.linalg.solve(kbb, kub.T)
+
+
+def inside_cells(mesh: Mesh, lo: np.ndarray, spacing: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """(nx, ny, nz) mask of lattice cells whose centre is inside the closed surface: rays along +z from each column
+    of centres, counting crossings above each centre (odd: inside)."""
+    tri = mesh.vertices[mesh.faces]
+    # Columns are nudged off the lattice by an irrational fraction of a cell, so a ray never runs exactly through
+    # an edge or vertex that lies on a lattice plane (a box's do) and is counted twice.
+    origin = lo[:2] + spacing[:2] * (0.5 + np.array([math.sqrt(2), math.sqrt(3)]) * 1e-6)
+    u = (tri[:, :, :2] - origin) / spacing[:2]  # triangle corners in column units
+    first = np.clip(np.ceil(u.min(1)), 0, n[:2]).astype(int)
+    last = np.clip(np.floor(u.max(1)), -1, n[:2] - 1).astype(int)
+    counts = np.maximum(last - first + 1, 0)
+    per_tri = counts[:, 0] * counts[:, 1]
+    t = np.repeat(np.arange(len(tri)), per_tri)
+    local = np.arange(len(t)) - np.repeat(np.cumsum(per_tri) - per_tri, per_tri)
+    cx = first[t, 0] + local // np.maximum(counts[t, 1], 1)
+    cy = first[t, 1] + local % np.maximum(counts[t, 1], 1)
+    p = np.stack([cx, cy], 1).astype(float)
+    a, b, c = u[t, 0], u[t, 1], u[t, 2]
+    det = (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (c[:, 0] - a[:, 0]) * (b[:, 1] - a[:, 1])
+    ok = np.abs(det) > 1e-14
+    det = np.where(ok, det, 1.0)
+    s = ((p[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (c[:, 0] - a[:, 0]) * (p[:, 1] - a[:, 1])) / det
+    r = ((b[:, 0] - a[:, 0]) * (p[:, 1] - a[:, 1]) - (p[:, 0] - a[:, 0]) * (b[:, 1] - a[:, 1])) / det
+    hit = ok & (s >= 0) & (r >= 0) & (s + r <= 1)
+    z = (1 - s - r) * tri[t, 0, 2] + s * tri[t, 1, 2] + r * tri[t, 2, 2]
+    below = np.clip(np.ceil((z[hit] - lo[2]) / spacing[2] - 0.5), 0, n[2]).astype(int)  # centres under the hit
+    column = cx[hit] * n[1] + cy[hit]
+    above = np.zeros((n[0] * n[1], n[2] + 1), int)
+    np.add.at(above, (column, np.zeros_like(column)), 1)
+    np.add.at(above, (column, below), -1)
+    return (np.cumsum(above, axis=1)[:, :-1] % 2 == 1).reshape(n)
+
+
+@dataclass
+class Lattice:
+    """The solid as bubble bricks: node positions, each brick's 8 nodes, stiffness at E = 1 Pa, lumped volumes."""
+
+    nodes: np.ndarray  # (N, 3)
+    bricks: np.ndarray  # (C, 8) node indices in _CORNERS order
+    stiffness: scipy.sparse.csr_matrix  # (3N, 3N)
+    node_volume: np.ndarray  # (N,) m^3
+    lo: np.ndarray
+    spacing: np.ndarray
+    shape: np.ndarray  # cells per axis
+    cells: np.ndarray  # (C, 3) grid index of each brick
+
+    def node_mass(self, total: float) -> np.ndarray:
+        return self.node_volume * (total / self.node_volume.sum())
+
+    def held_nodes(self, points: np.ndarray) -> np.ndarray:
+        """Nodes a pin at each point holds: the corners of its brick that carry trilinear weight for it (a point on a
+        brick's face holds that face only, as in the reference); a point in a cell left out of the staircase holds
+        its nearest node."""
+        n = self.shape
+        lookup = np.full(int(np.prod(n)), -1)
+        lookup[np.ravel_multi_index(self.cells.T, n)] = np.arange(len(self.cells))
+        local = (points - self.lo) / self.spacing
+        cell = np.clip(np.floor(local).astype(int), 0, n - 1)
+        brick = lookup[np.ravel_multi_index(cell.T, n)]
+        frac = np.clip(local - cell, 0.0, 1.0)
+        weight = np.prod(np.where(_CORNERS[None] == 1, frac[:, None], 1.0 - frac[:, None]), axis=2)  # (P, 8)
+        inside = brick >= 0
+        return np.unique(np.concatenate([self.bricks[brick[inside]][weight[inside] > 1e-9],
+                                         _nearest(points[~inside], self.nodes)]))
+
+
+def build_lattice(mesh: Mesh, poisson: float) -> Lattice:
+    """Bricks filling the closed surface: about TARGET_CELLS for its volume, at least MIN_CELLS_ACROSS across its
+    thinnest width, the grid spanning its bounding box exactly (a box is represented without a staircase)."""
+    lo, hi = mesh.vertices.min(0), mesh.vertices.max(0)
+    ext = np.maximum(hi - lo, 1e-12)
+    cell = min((enclosed_volume(mesh) / TARGET_CELLS) ** (1 / 3), thinnest_width(mesh.vertices) / MIN_CELLS_ACROSS)
+    cell = max(cell, (np.prod(ext) / MAX_GRID_CELLS) ** (1 / 3))
+    n = np.maximum(1, np.ceil(ext / cell - 1e-9).astype(int))
+    spacing = ext / n
+    cells = np.argwhere(inside_cells(mesh, lo, spacing, n))
+    if not len(cells):
+        raise MeshError("the body is too thin for its stiffness to be calibrated")
+    used, bricks = np.unique(np.ravel_multi_index((cells[:, None, :] + _CORNERS[None]).reshape(-1, 3).T, n + 1),
+                             return_inverse=True)
+    bricks = bricks.reshape(-1, 8)
+    dof = (3 * bricks[:, :, None] + np.arange(3)).reshape(-1, 24)
+    ke = brick_stiffness(spacing, poisson)
+    size = 3 * len(used)
+    K = scipy.sparse.csr_matrix((np.tile(ke.ravel(), len(bricks)),
+                                 (np.repeat(dof, 24, axis=1).ravel(), np.tile(dof, (1, 24)).ravel())), (size, size))
+    volume = np.bincount(bricks.ravel(), minlength=len(used)) * (np.prod(spacing) / 8.0)
+    return Lattice(nodes=lo + np.stack(np.unravel_index(used, n + 1), 1) * spacing, bricks=bricks, stiffness=K,
+                   node_volume=volume, lo=lo, spacing=spacing, shape=n, cells=cells)
+
+
+def self_weight_sag(mesh: Mesh, pins: np.ndarray, poisson: float, points: np.ndarray, mass: float) -> np.ndarray:
+    """(P, 3, 3) static displacement (m) at ``points`` of the pinned solid at E = 1 Pa under a unit body force
+    (1 m/s^2 on its ``mass`` kg) along each axis: [p, component, axis of the force].
+
+    The sag under gravity g at Young's modulus E is (this @ g) / E. Raises MeshError when the lattice cannot hold
+    the body (too thin to fill a cell) or nothing pins it.
+    """
+    lat = build_lattice(mesh, poisson)
+    held_points = np.vstack([mesh.vertices[pins],
+                             pinned_patch_samples(mesh.vertices, mesh.faces, pins, 0.5 * float(lat.spacing.min()))])
+    if not len(held_points):
+        raise MeshError("a body without pins has no static equilibrium to calibrate against")
+    free = np.setdiff1d(np.arange(len(lat.nodes)), lat.held_nodes(held_points))
+    free_dof = (3 * free[:, None] + np.arange(3)).ravel()
+    loads = np.zeros((3 * len(lat.nodes), 3))
+    for b in range(3):
+        loads[b::3, b] = lat.node_mass(mass)
+    u = np.zeros_like(loads)
+    u[free_dof] = scipy.sparse.linalg.splu(lat.stiffness[free_dof][:, free_dof].tocsc()).solve(loads[free_dof])
+    # Each point takes the displacement of the nearest node of a solid cell (points outside the staircase of
+    # cells, on a curved surface, sit within half a cell of one).
+    return u.reshape(len(lat.nodes), 3, 3)[_nearest(points, lat.nodes)]
+
+
+def free_vibration(mesh: Mesh, poisson: float, count: int = 1) -> np.ndarray:
+    """The ``count`` lowest squared angular frequencies (rad^2/s^2) of the unsupported solid's elastic modes at
+    E = 1 Pa and 1 kg/m^3 (they scale as E / rho), its six rigid motions left out."""
+    lat = build_lattice(mesh, poisson)
+    mass = scipy.sparse.diags(np.repeat(lat.node_volume, 3))
+    # Shift-invert about a small negative shift: K - sigma M is then positive definite despite the rigid motions.
+    sigma = -1e-3 * float(lat.stiffness.diagonal().mean() / mass.diagonal().mean())
+    values = scipy.sparse.linalg.eigsh(lat.stiffness.tocsc(), k=6 + count, M=mass.tocsc(), sigma=sigma,
+                                       which="LM", return_eigenvectors=False)
+    return np.sort(values)[6:]
+
+
+def _nearest(points: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    return scipy.spatial.cKDTree(nodes).query(points)[1] if len(points) else np.zeros(0, np.int64)
