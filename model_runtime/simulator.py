@@ -34,7 +34,6 @@ STABLE_STEP = 0.3  # omega * step for RK4: stable to 2.8, but it loses ~(omega s
 MAX_SUBSTEPS = 16  # only strong drag needs more than ceil(MODE_CUT / STABLE_STEP) = 4
 MEMBRANE_STRAIN = 0.1  # strain under self-weight below which a shell's membrane is not resolved (see below)
 STANDARD_GRAVITY = 9.81
-LOCKING_RAMP = (0.07, 0.25)  # squared slenderness with full / no bending-locking correction (see below)
 # Bounds on the stiffness scale of a pinned solid: a body whose decoded deformations barely load it (a latent
 # direction the springs do not see) must not end up arbitrarily stiff or soft.
 MIN_STIFFNESS_FACTOR, MAX_STIFFNESS_FACTOR = 1e-3, 10.0
@@ -76,7 +75,6 @@ class Encoding:
     code: torch.Tensor
     springs: tuple[np.ndarray, np.ndarray]
     pinned: bool
-    lever: np.ndarray | None  # (3,) from the nearest pinned vertex to the query point farthest from every pin
     closed: bool
     area: float
     volume: float
@@ -163,13 +161,12 @@ def encode_mesh(model: NeuROK, mesh: meshlib.Mesh, pins: np.ndarray) -> Encoding
     if len(pins):
         phi_q, phi_v = _hold_pins(mesh.vertices, pins, queries, phi_q, phi_v, scale)
     closed = meshlib.is_closed(mesh)
-    lever = _lever(queries, mesh.vertices[pins]) if len(pins) else None
     areas = meshlib.face_areas(mesh)
     centroid = (mesh.vertices[mesh.faces].mean(1) * areas[:, None]).sum(0) / areas.sum()
     return Encoding(vertices=mesh.vertices, center=center, scale=scale, queries=queries, centroid=centroid,
                     phi_q=phi_q, phi_v=phi_v,
                     code=code[0].double(), springs=_spring_graph(queries / scale, rng, closed),
-                    pinned=bool(len(pins)), lever=lever, closed=closed, area=meshlib.total_area(mesh),
+                    pinned=bool(len(pins)), closed=closed, area=meshlib.total_area(mesh),
                     volume=meshlib.enclosed_volume(mesh) if closed else 0.0, faces=mesh.faces, pins=pins)
 
 
@@ -192,21 +189,6 @@ def _hold_pins(vertices, pins, queries, phi_q, phi_v, scale):
         return torch.cat(out)
 
     return correct(queries, phi_q), correct(vertices, phi_v)
-
-
-def _lever(queries: np.ndarray, pinned: np.ndarray) -> np.ndarray:
-    """The longest arm the pins hold: from the nearest pinned vertex to the query point farthest from all pins."""
-    q = torch.as_tensor(queries)
-    dist = torch.full((len(q),), math.inf, dtype=q.dtype)
-    nearest = torch.zeros(len(q), 3, dtype=q.dtype)
-    for i in range(0, len(pinned), VERTEX_CHUNK):  # chunked: a pin set may be as large as the mesh
-        block = torch.as_tensor(pinned[i:i + VERTEX_CHUNK])
-        d, j = torch.cdist(q, block).min(dim=1)
-        closer = d < dist
-        nearest[closer] = block[j[closer]]
-        dist = torch.minimum(dist, d)
-    far = int(dist.argmax())
-    return queries[far] - nearest[far].numpy()
 
 
 def _spring_graph(points: np.ndarray, rng: np.random.Generator, solid: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -305,7 +287,8 @@ def _stiffness_factor(enc: Encoding, p: SimParams, rest: torch.Tensor, mass: tor
     little spurious axial strain, by amounts that depend on the shape (at full stiffness a slender cantilever sagged
     ~2% of Euler-Bernoulli, base-pinned blocks 20-40% of the reference's lean). A pinned solid is matched to the
     continuum itself (_continuum_factor); a free one, which has no static equilibrium to match, takes the weights'
-    slenderness law, fitted to the continuum factors of cantilevers (_locking_factor, model_runtime.calibrate).
+    slenderness law, fitted to the continuum factors of pinned beams and blocks (_locking_factor,
+    model_runtime.calibrate).
 
     Open surfaces: a cloth's real strain under its own weight is ~0.1%, while the decoder is isometric only to a few
     percent; at full membrane stiffness a pinned cotton sheet stayed flat. As with under-integrated shell elements,
@@ -332,16 +315,15 @@ def _continuum_factor(enc: Encoding, p: SimParams, mass: torch.Tensor, shapes: t
 
 
 def _locking_factor(rest: torch.Tensor, gravity, locking: dict) -> float:
-    """min(1, c s2^p), s2 the squared thickness over the length (bending_shape), applied fully at s2 <= 0.07
-    (L/a >= 4) and not at all at s2 >= 0.25. Axial loading does not lock (columns shortened within 2x of
-    rho g h^2 / 2E uncorrected, 40x too much corrected), so the law applies as law^w, w = sin^2(angle between the
-    bending axis and gravity) x that ramp."""
+    """min(1, c s2^p)^w: s2 the squared thickness over the length (bending_shape) and w = sin^2 of the angle between
+    the length and gravity, blended towards 1 as the body gets stubby (w + (1 - w) s2), where its length has no
+    direction. A free body bends across its length and is compressed along it, and compression does not lock
+    (uncorrected, columns under their own weight shortened within 2x of rho g h^2 / 2E)."""
     s2, axis = bending_shape(rest)
-    ramp = min(1.0, max(0.0, (LOCKING_RAMP[1] - s2) / (LOCKING_RAMP[1] - LOCKING_RAMP[0])))
     g = torch.as_tensor(gravity, dtype=DTYPE)
     transverse = 1.0 - float((axis @ g) ** 2 / (g @ g)) if float(g @ g) > 0 else 1.0
     law = min(1.0, locking["coefficient"] * s2 ** locking["exponent"])
-    return law ** (ramp * transverse)
+    return law ** (transverse + (1.0 - transverse) * s2)
 
 
 def _compliance(mass: torch.Tensor, shapes: torch.Tensor, omega: torch.Tensor) -> np.ndarray:
@@ -362,20 +344,12 @@ def _solid_sag(enc: Encoding, poisson: float, total: float) -> np.ndarray:
     return enc.sag[poisson] * total
 
 
-def bending_shape(points: torch.Tensor, lever: np.ndarray | None = None) -> tuple[float, torch.Tensor]:
-    """(thickness / bending length)^2 of a body, and the axis along which it bends.
-
-    Thickness is the smallest principal variance of the points. A free body bends along its whole length: the
-    largest principal variance and its axis. A pinned body bends only as far as its pins leave it free, along the
-    lever from the pins to the farthest point (the variance of a segment that long, lever^2 / 12): a cantilever
-    clamped at one end bends along its length, the same plate pinned over its whole back only through its thickness.
-    """
+def bending_shape(points: torch.Tensor) -> tuple[float, torch.Tensor]:
+    """(thickness / length)^2 of a body as the ratio of its smallest to largest principal variance, and its long
+    axis."""
     centred = points - points.mean(0)
     variances, axes = torch.linalg.eigh(centred.T @ centred / len(points))
-    if lever is None:
-        return float(variances[0] / variances[-1]), axes[:, -1]
-    arm = torch.as_tensor(lever, dtype=points.dtype)
-    return float(variances[0] / (arm @ arm / 12.0)), arm / arm.norm()
+    return float(variances[0] / variances[-1]), axes[:, -1]
 
 
 def _point_masses(points: torch.Tensor, centroid: torch.Tensor, total: float) -> torch.Tensor:
