@@ -19,7 +19,7 @@ from torchdiffeq import odeint
 from . import mesh as meshlib
 from . import statics
 from .dynamics import DTYPE, Body, BudgetSpent, Dynamics, LatentMap, State, quat_to_matrix, skew
-from .errors import Cancelled, SimulationError
+from .errors import Cancelled, MeshError, SimulationError
 from .model import CoefficientMLP, NeuROK
 from .params import SimParams, make_params
 from .weights import load_model
@@ -288,7 +288,7 @@ def _stiffness_factor(enc: Encoding, p: SimParams, rest: torch.Tensor, mass: tor
     ~2% of Euler-Bernoulli, base-pinned blocks 20-40% of the reference's lean). A pinned solid is matched to the
     continuum itself (_continuum_factor); a free one, which has no static equilibrium to match, takes the weights'
     slenderness law, fitted to the continuum factors of pinned beams and blocks (_locking_factor,
-    model_runtime.calibrate).
+    model_runtime.calibrate), and so does a pinned one too thin for the continuum's lattice.
 
     Open surfaces: a cloth's real strain under its own weight is ~0.1%, while the decoder is isometric only to a few
     percent; at full membrane stiffness a pinned cotton sheet stayed flat. As with under-integrated shell elements,
@@ -296,22 +296,21 @@ def _stiffness_factor(enc: Encoding, p: SimParams, rest: torch.Tensor, mass: tor
     """
     if not enc.closed:
         return min(1.0, p.density * STANDARD_GRAVITY * enc.scale / (MEMBRANE_STRAIN * p.stiffness))
-    if enc.pinned:
-        return _continuum_factor(enc, p, mass, shapes, omega)
+    if enc.pinned and (solid := _solid_sag(enc, p.poisson, float(mass.sum()))) is not None:
+        return _continuum_factor(p, mass, shapes, omega, solid)
     return _locking_factor(rest, p.gravity, locking) if locking is not None else 1.0
 
 
-def _continuum_factor(enc: Encoding, p: SimParams, mass: torch.Tensor, shapes: torch.Tensor,
-                      omega: torch.Tensor) -> float:
+def _continuum_factor(p: SimParams, mass: torch.Tensor, shapes: torch.Tensor, omega: torch.Tensor,
+                      solid: np.ndarray) -> float:
     """The ratio of the linearized body's compliance under its own weight, g^T C g, to that of the same solid in
-    linear elasticity (``statics``, exact in bending), both weighted by the query points' masses: the scale that
-    gives the body the continuum's mean sag along gravity (without gravity, the mean over directions)."""
+    linear elasticity (``solid``, from _solid_sag), both weighted by the query points' masses: the scale that gives
+    the body the continuum's mean sag along gravity (without gravity, the mean over directions)."""
     g = np.asarray(p.gravity, float)
     loads = g / np.linalg.norm(g) if g @ g > 0 else np.eye(3)
     model = np.einsum("ab,...a,...b", _compliance(mass, shapes, omega), loads, loads)
-    solid = np.einsum("iab,i,...a,...b", _solid_sag(enc, p.poisson, float(mass.sum())), mass.numpy(), loads,
-                      loads) / p.stiffness
-    return float(np.clip(model.sum() / solid.sum(), MIN_STIFFNESS_FACTOR, MAX_STIFFNESS_FACTOR))
+    continuum = np.einsum("iab,i,...a,...b", solid, mass.numpy(), loads, loads) / p.stiffness
+    return float(np.clip(model.sum() / continuum.sum(), MIN_STIFFNESS_FACTOR, MAX_STIFFNESS_FACTOR))
 
 
 def _locking_factor(rest: torch.Tensor, gravity, locking: dict) -> float:
@@ -335,13 +334,18 @@ def _compliance(mass: torch.Tensor, shapes: torch.Tensor, omega: torch.Tensor) -
     return (force[kept].T @ (force[kept] / w2[kept, None])).numpy()
 
 
-def _solid_sag(enc: Encoding, poisson: float, total: float) -> np.ndarray:
-    """statics.self_weight_sag of the encoded solid at its query points, for a body of ``total`` kg at E = 1 Pa
-    (cached per Poisson ratio: the sag is proportional to the mass, so it is solved once at 1 kg)."""
+def _solid_sag(enc: Encoding, poisson: float, total: float) -> np.ndarray | None:
+    """statics.self_weight_sag of the encoded solid at its query points, for a body of ``total`` kg at E = 1 Pa;
+    None when the lattice cannot represent the body. Cached per Poisson ratio: the sag is proportional to the mass,
+    so it is solved once at 1 kg."""
     if poisson not in enc.sag:
-        mesh = meshlib.Mesh(enc.vertices, enc.faces)
-        enc.sag[poisson] = statics.self_weight_sag(mesh, enc.pins, poisson, enc.queries, 1.0)
-    return enc.sag[poisson] * total
+        try:
+            enc.sag[poisson] = statics.self_weight_sag(meshlib.Mesh(enc.vertices, enc.faces), enc.pins, poisson,
+                                                       enc.queries, 1.0)
+        except MeshError:
+            enc.sag[poisson] = None
+    sag = enc.sag[poisson]
+    return None if sag is None else sag * total
 
 
 def bending_shape(points: torch.Tensor) -> tuple[float, torch.Tensor]:

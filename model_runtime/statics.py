@@ -8,9 +8,9 @@ weight, computed here.
 
 The solid is the set of lattice cells whose centres lie inside the surface, each a trilinear brick with Wilson's
 incompatible (bubble) modes condensed out: unlike plain trilinear bricks or linear tets, which lock in bending
-(~1.5x too stiff at cube-shaped cells), they bend exactly, so a few cells across a beam suffice (tested against
-Euler-Bernoulli). Nodes of cells that hold a pinned vertex, or a point of a surface triangle whose vertices are all
-pinned, are clamped, as in the reference simulator.
+(plain bricks sagged 5% short at 3 cells across a cantilever), they bend exactly, so a few cells across a beam
+suffice (tested against Euler-Bernoulli). The node nearest to each pinned vertex, and to points half a cell apart
+on every surface triangle whose vertices are all pinned, is clamped (see Lattice.held_nodes).
 """
 
 import itertools
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse
+import scipy.sparse.csgraph
 import scipy.sparse.linalg
 import scipy.spatial
 
@@ -26,6 +27,7 @@ from .errors import MeshError
 from .mesh import Mesh, enclosed_volume, pinned_patch_samples, thinnest_width
 
 TARGET_CELLS = 600  # bricks for the body's volume: the solve takes ~0.1-0.3 s
+MIN_FILLED = 0.5  # the bricks must hold this fraction of the enclosed volume for their sag to stand for the body
 MIN_CELLS_ACROSS = 3  # bubble bricks bend exactly; three cells resolve the shear across a stubby body
 MAX_GRID_CELLS = 40_000  # bounding-box cells at most (a thin diagonal plate fills few of them)
 _GAUSS = 1.0 / math.sqrt(3.0)
@@ -99,35 +101,23 @@ def inside_cells(mesh: Mesh, lo: np.ndarray, spacing: np.ndarray, n: np.ndarray)
 
 @dataclass
 class Lattice:
-    """The solid as bubble bricks: node positions, each brick's 8 nodes, stiffness at E = 1 Pa, lumped volumes."""
+    """The solid as bubble bricks: node positions, stiffness at E = 1 Pa, lumped volumes, cell edges."""
 
     nodes: np.ndarray  # (N, 3)
-    bricks: np.ndarray  # (C, 8) node indices in _CORNERS order
+    bricks: np.ndarray  # (C, 8) node indices
     stiffness: scipy.sparse.csr_matrix  # (3N, 3N)
     node_volume: np.ndarray  # (N,) m^3
-    lo: np.ndarray
     spacing: np.ndarray
-    shape: np.ndarray  # cells per axis
-    cells: np.ndarray  # (C, 3) grid index of each brick
 
     def node_mass(self, total: float) -> np.ndarray:
         return self.node_volume * (total / self.node_volume.sum())
 
     def held_nodes(self, points: np.ndarray) -> np.ndarray:
-        """Nodes a pin at each point holds: the corners of its brick that carry trilinear weight for it (a point on a
-        brick's face holds that face only, as in the reference); a point in a cell left out of the staircase holds
-        its nearest node."""
-        n = self.shape
-        lookup = np.full(int(np.prod(n)), -1)
-        lookup[np.ravel_multi_index(self.cells.T, n)] = np.arange(len(self.cells))
-        local = (points - self.lo) / self.spacing
-        cell = np.clip(np.floor(local).astype(int), 0, n - 1)
-        brick = lookup[np.ravel_multi_index(cell.T, n)]
-        frac = np.clip(local - cell, 0.0, 1.0)
-        weight = np.prod(np.where(_CORNERS[None] == 1, frac[:, None], 1.0 - frac[:, None]), axis=2)  # (P, 8)
-        inside = brick >= 0
-        return np.unique(np.concatenate([self.bricks[brick[inside]][weight[inside] > 1e-9],
-                                         _nearest(points[~inside], self.nodes)]))
+        """Nodes a pin at each of ``points`` holds: its nearest node. A clamped face on a lattice plane then holds
+        that plane's nodes (the pinned triangles are sampled half a cell apart); on a curved surface, holding every
+        corner of the cells the pinned points lie in clamps a layer up to a cell deep and made a sphere pinned over
+        a cap 2x too stiff against a converged conforming tet mesh (nearest nodes: within 7%)."""
+        return np.unique(_nearest(points, self.nodes))
 
 
 def build_lattice(mesh: Mesh, poisson: float) -> Lattice:
@@ -135,13 +125,16 @@ def build_lattice(mesh: Mesh, poisson: float) -> Lattice:
     thinnest width, the grid spanning its bounding box exactly (a box is represented without a staircase)."""
     lo, hi = mesh.vertices.min(0), mesh.vertices.max(0)
     ext = np.maximum(hi - lo, 1e-12)
-    cell = min((enclosed_volume(mesh) / TARGET_CELLS) ** (1 / 3), thinnest_width(mesh.vertices) / MIN_CELLS_ACROSS)
+    thinnest = thinnest_width(mesh.vertices)
+    cell = min((enclosed_volume(mesh) / TARGET_CELLS) ** (1 / 3), thinnest / MIN_CELLS_ACROSS)
     cell = max(cell, (np.prod(ext) / MAX_GRID_CELLS) ** (1 / 3))
+    if thinnest < MIN_CELLS_ACROSS / 2 * cell:  # a thin plate across its bounding box: cells thicker than the body
+        raise MeshError("the body is too thin for its stiffness to be calibrated on a lattice")
     n = np.maximum(1, np.ceil(ext / cell - 1e-9).astype(int))
     spacing = ext / n
     cells = np.argwhere(inside_cells(mesh, lo, spacing, n))
     if not len(cells):
-        raise MeshError("the body is too thin for its stiffness to be calibrated")
+        raise MeshError("the body is too thin for its stiffness to be calibrated on a lattice")
     used, bricks = np.unique(np.ravel_multi_index((cells[:, None, :] + _CORNERS[None]).reshape(-1, 3).T, n + 1),
                              return_inverse=True)
     bricks = bricks.reshape(-1, 8)
@@ -152,22 +145,32 @@ def build_lattice(mesh: Mesh, poisson: float) -> Lattice:
                                  (np.repeat(dof, 24, axis=1).ravel(), np.tile(dof, (1, 24)).ravel())), (size, size))
     volume = np.bincount(bricks.ravel(), minlength=len(used)) * (np.prod(spacing) / 8.0)
     return Lattice(nodes=lo + np.stack(np.unravel_index(used, n + 1), 1) * spacing, bricks=bricks, stiffness=K,
-                   node_volume=volume, lo=lo, spacing=spacing, shape=n, cells=cells)
+                   node_volume=volume, spacing=spacing)
 
 
 def self_weight_sag(mesh: Mesh, pins: np.ndarray, poisson: float, points: np.ndarray, mass: float) -> np.ndarray:
     """(P, 3, 3) static displacement (m) at ``points`` of the pinned solid at E = 1 Pa under a unit body force
     (1 m/s^2 on its ``mass`` kg) along each axis: [p, component, axis of the force].
 
-    The sag under gravity g at Young's modulus E is (this @ g) / E. Raises MeshError when the lattice cannot hold
-    the body (too thin to fill a cell) or nothing pins it.
+    The sag under gravity g at Young's modulus E is (this @ g) / E. Raises MeshError when nothing pins the body or
+    the lattice cannot represent it (too thin or too finely branched to fill MIN_FILLED of it with connected cells).
     """
     lat = build_lattice(mesh, poisson)
     held_points = np.vstack([mesh.vertices[pins],
                              pinned_patch_samples(mesh.vertices, mesh.faces, pins, 0.5 * float(lat.spacing.min()))])
     if not len(held_points):
         raise MeshError("a body without pins has no static equilibrium to calibrate against")
-    free = np.setdiff1d(np.arange(len(lat.nodes)), lat.held_nodes(held_points))
+    held = lat.held_nodes(held_points)
+    # Cells that touch the pinned part only through cells left out (a thin neck) would float free: only the
+    # pieces connected to a held node count, and they must be most of the body.
+    n = len(lat.nodes)
+    links = scipy.sparse.coo_matrix((np.ones(7 * len(lat.bricks)), (np.repeat(lat.bricks[:, 0], 7),
+                                                                     lat.bricks[:, 1:].ravel())), (n, n))
+    _, piece = scipy.sparse.csgraph.connected_components(links, directed=False)
+    attached = np.isin(piece, piece[held])
+    if lat.node_volume[attached].sum() < MIN_FILLED * enclosed_volume(mesh):
+        raise MeshError("the body is too thin for its stiffness to be calibrated on a lattice")
+    free = np.setdiff1d(np.nonzero(attached)[0], held)
     free_dof = (3 * free[:, None] + np.arange(3)).ravel()
     loads = np.zeros((3 * len(lat.nodes), 3))
     for b in range(3):
@@ -177,18 +180,6 @@ def self_weight_sag(mesh: Mesh, pins: np.ndarray, poisson: float, points: np.nda
     # Each point takes the displacement of the nearest node of a solid cell (points outside the staircase of
     # cells, on a curved surface, sit within half a cell of one).
     return u.reshape(len(lat.nodes), 3, 3)[_nearest(points, lat.nodes)]
-
-
-def free_vibration(mesh: Mesh, poisson: float, count: int = 1) -> np.ndarray:
-    """The ``count`` lowest squared angular frequencies (rad^2/s^2) of the unsupported solid's elastic modes at
-    E = 1 Pa and 1 kg/m^3 (they scale as E / rho), its six rigid motions left out."""
-    lat = build_lattice(mesh, poisson)
-    mass = scipy.sparse.diags(np.repeat(lat.node_volume, 3))
-    # Shift-invert about a small negative shift: K - sigma M is then positive definite despite the rigid motions.
-    sigma = -1e-3 * float(lat.stiffness.diagonal().mean() / mass.diagonal().mean())
-    values = scipy.sparse.linalg.eigsh(lat.stiffness.tocsc(), k=6 + count, M=mass.tocsc(), sigma=sigma,
-                                       which="LM", return_eigenvectors=False)
-    return np.sort(values)[6:]
 
 
 def _nearest(points: np.ndarray, nodes: np.ndarray) -> np.ndarray:

@@ -229,3 +229,19 @@ def test_total_energy_is_conserved_without_drag_or_damping(sim, body):
     kinetic = max(e["kinetic"] for e in energy)
     assert kinetic > 0
     assert np.abs(total - total[0]).max() < 0.02 * kinetic
+
+
+def test_a_pinned_solid_too_thin_for_the_continuum_lattice_falls_back_to_the_slenderness_law(sim):
+    import torch
+
+    from model_runtime.data.shapes import box_surface
+    from model_runtime.simulator import _locking_factor
+
+    v, f = box_surface((10, 10, 1), (1.0, 1.0, 0.004))
+    turn = np.pi / 4
+    v = v @ np.array([[1, 0, 0], [0, np.cos(turn), -np.sin(turn)], [0, np.sin(turn), np.cos(turn)]]).T
+    p = make_params(num_vertices=len(v), material="rubber", pins=np.nonzero(v[:, 0] <= v[:, 0].min() + 1e-9)[0])
+    enc = sim.encode(validate(v, f), p.pins)
+    rest = torch.as_tensor(enc.queries, dtype=torch.float64)
+    factor = build_body(enc, p, sim.coeff, sim.locking).stiffness_factor
+    assert factor == pytest.approx(_locking_factor(rest - rest.mean(0), p.gravity, sim.locking), rel=0.05)
