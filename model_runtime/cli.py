@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--config", required=True, help="JSON training config")
     t.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
 
-    c = sub.add_parser("calibrate", help="fit the weights' solid stiffness scale to Euler-Bernoulli cantilevers")
+    c = sub.add_parser("calibrate", help="fit the weights' stiffness law for free solids to the continuum")
     c.add_argument("--weights", default=None, help="weights (.safetensors) to calibrate in place; default: shipped")
 
     e = sub.add_parser("evaluate", help="measure a trained model against the reference simulator")
