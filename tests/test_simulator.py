@@ -245,3 +245,22 @@ def test_a_pinned_solid_too_thin_for_the_continuum_lattice_falls_back_to_the_sle
     rest = torch.as_tensor(enc.queries, dtype=torch.float64)
     factor = build_body(enc, p, sim.coeff, sim.locking).stiffness_factor
     assert factor == pytest.approx(_locking_factor(rest - rest.mean(0), p.gravity, sim.locking), rel=0.05)
+
+
+def test_recalibrating_the_shipped_weights_reproduces_their_slenderness_law(tmp_path):
+    """The shipped law is what `python -m model_runtime calibrate` fits today: a change to the statics or to the
+    simulator that moves the continuum factors shows up here, and the weights must then be recalibrated."""
+    import shutil
+
+    from model_runtime.calibrate import calibrate
+    from model_runtime.weights import default_weights_path, load_model
+
+    copy = tmp_path / "neurok.safetensors"
+    shutil.copy(default_weights_path(), copy)
+    calibration, rows = calibrate(str(copy))
+    shipped = load_model().calibration["locking"]
+    assert calibration["locking"] == pytest.approx(shipped, rel=1e-6)
+    assert load_model(copy).calibration == calibration
+    law = calibration["locking"]
+    for r in rows:  # one law for slender beams and stubby blocks alike, within 1.5x of each
+        assert 1 / 1.5 < law["coefficient"] * r["slenderness2"] ** law["exponent"] / r["factor"] < 1.5
