@@ -26,6 +26,10 @@ from .weights import load_model
 
 ENCODER_POINTS = 2048
 QUERY_POINTS = 256
+# Pinned vertices joined to the spring network as fixed, massless points: without them nothing resisted a band
+# between the pins and the nearest query points stretching without bound (a 1 m cloth grid of 50k vertices fell
+# 5 m from its pinned edge, strain ~100x in the first 2 cm).
+ANCHOR_POINTS = 32
 VERTEX_CHUNK = 8192
 NEIGHBOURS = 10
 PIN_RADIUS = 0.05  # fraction of the diagonal over which the pin correction fades out
@@ -85,6 +89,7 @@ class Encoding:
     volume: float
     faces: np.ndarray  # (F, 3) int64
     pins: np.ndarray  # pinned vertex indices
+    anchors: int = 0  # the last `anchors` queries are pinned vertices: held still, massless, joined by springs
     sag: dict = field(default_factory=dict)  # Poisson ratio -> the solid's static sag at the queries (_solid_sag)
 
 
@@ -163,8 +168,11 @@ def encode_mesh(model: NeuROK, mesh: meshlib.Mesh, pins: np.ndarray) -> Encoding
         model.decoder.basis(normalized(mesh.vertices[i:i + VERTEX_CHUNK]), vertex_pin[:, i:i + VERTEX_CHUNK],
                             tokens)[0]
         for i in range(0, len(mesh.vertices), VERTEX_CHUNK)])
+    anchors = _spread(mesh.vertices[pins], ANCHOR_POINTS)
     if len(pins):
         phi_q, phi_v = _hold_pins(mesh.vertices, pins, queries, phi_q, phi_v, scale)
+        queries = np.vstack([queries, anchors])
+        phi_q = torch.cat([phi_q, phi_q.new_zeros(len(anchors), *phi_q.shape[1:])])
     closed = meshlib.is_closed(mesh)
     areas = meshlib.face_areas(mesh)
     centroid = (mesh.vertices[mesh.faces].mean(1) * areas[:, None]).sum(0) / areas.sum()
@@ -172,7 +180,21 @@ def encode_mesh(model: NeuROK, mesh: meshlib.Mesh, pins: np.ndarray) -> Encoding
                     phi_q=phi_q, phi_v=phi_v,
                     code=code[0].double(), springs=_spring_graph(queries / scale, rng, closed),
                     pinned=bool(len(pins)), closed=closed, area=meshlib.total_area(mesh),
-                    volume=meshlib.enclosed_volume(mesh) if closed else 0.0, faces=mesh.faces, pins=pins)
+                    volume=meshlib.enclosed_volume(mesh) if closed else 0.0, faces=mesh.faces, pins=pins,
+                    anchors=len(anchors) if len(pins) else 0)
+
+
+def _spread(points: np.ndarray, count: int) -> np.ndarray:
+    """Up to ``count`` distinct points among ``points``, spread over them (farthest-point sampling)."""
+    points = np.unique(points, axis=0)
+    if len(points) <= count:
+        return points
+    chosen = [0]
+    distance = np.linalg.norm(points - points[0], axis=1)
+    for _ in range(count - 1):
+        chosen.append(int(distance.argmax()))
+        distance = np.minimum(distance, np.linalg.norm(points - points[chosen[-1]], axis=1))
+    return points[chosen]
 
 
 def _hold_pins(vertices, pins, queries, phi_q, phi_v, scale):
@@ -214,6 +236,7 @@ def _spring_graph(points: np.ndarray, rng: np.random.Generator, solid: bool) -> 
     if far_i:
         i, j = np.concatenate([i, *far_i]), np.concatenate([j, *far_j])
     edges = np.unique(np.sort(np.stack([i, j], 1), axis=1), axis=0)
+    edges = edges[d[edges[:, 0], edges[:, 1]] > 0]  # a pinned vertex may coincide with a sample: no direction
     return edges[:, 0], edges[:, 1]
 
 
@@ -224,7 +247,8 @@ def build_body(enc: Encoding, p: SimParams, coeff: CoefficientMLP, locking: dict
     n = len(enc.queries)
     volume = enc.volume if enc.closed else enc.area * p.thickness
     rest = torch.as_tensor(enc.queries, dtype=DTYPE)
-    mass = _point_masses(rest, torch.as_tensor(enc.centroid), p.density * volume)
+    mass = torch.cat([_point_masses(rest[:n - enc.anchors], torch.as_tensor(enc.centroid), p.density * volume),
+                      torch.zeros(enc.anchors, dtype=DTYPE)])
     phi = enc.phi_q * enc.scale
     com = (mass[:, None] * rest).sum(0) / mass.sum()
     rest = rest - com
