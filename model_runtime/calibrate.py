@@ -50,7 +50,7 @@ def continuum_factors(sim: Simulator) -> list[dict]:
     rows = []
     for name, v, f, p in bodies:
         enc = sim.encode(validate(v, f), p.pins)
-        s2, _ = bending_shape(torch.as_tensor(enc.queries[:len(enc.queries) - enc.anchors]))  # as a free body
+        s2, _ = bending_shape(torch.as_tensor(enc.surface_queries))  # as a free body
         rows.append({"body": name, "slenderness2": s2, "factor": build_body(enc, p, sim.coeff, None).stiffness_factor})
     return rows
 

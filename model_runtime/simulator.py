@@ -92,6 +92,11 @@ class Encoding:
     anchors: int = 0  # the last `anchors` queries are pinned vertices: held still, massless, joined by springs
     sag: dict = field(default_factory=dict)  # Poisson ratio -> the solid's static sag at the queries (_solid_sag)
 
+    @property
+    def surface_queries(self) -> np.ndarray:
+        """The queries sampled on the surface (without the pinned anchors)."""
+        return self.queries[:len(self.queries) - self.anchors]
+
 
 @dataclass
 class Plan:
@@ -168,11 +173,11 @@ def encode_mesh(model: NeuROK, mesh: meshlib.Mesh, pins: np.ndarray) -> Encoding
         model.decoder.basis(normalized(mesh.vertices[i:i + VERTEX_CHUNK]), vertex_pin[:, i:i + VERTEX_CHUNK],
                             tokens)[0]
         for i in range(0, len(mesh.vertices), VERTEX_CHUNK)])
-    anchors = _spread(mesh.vertices[pins], ANCHOR_POINTS)
     if len(pins):
         phi_q, phi_v = _hold_pins(mesh.vertices, pins, queries, phi_q, phi_v, scale)
-        queries = np.vstack([queries, anchors])
-        phi_q = torch.cat([phi_q, phi_q.new_zeros(len(anchors), *phi_q.shape[1:])])
+    anchors = _spread(mesh.vertices[pins], ANCHOR_POINTS)  # none without pins
+    queries = np.vstack([queries, anchors])
+    phi_q = torch.cat([phi_q, phi_q.new_zeros(len(anchors), *phi_q.shape[1:])])
     closed = meshlib.is_closed(mesh)
     areas = meshlib.face_areas(mesh)
     centroid = (mesh.vertices[mesh.faces].mean(1) * areas[:, None]).sum(0) / areas.sum()
@@ -181,7 +186,7 @@ def encode_mesh(model: NeuROK, mesh: meshlib.Mesh, pins: np.ndarray) -> Encoding
                     code=code[0].double(), springs=_spring_graph(queries / scale, rng, closed),
                     pinned=bool(len(pins)), closed=closed, area=meshlib.total_area(mesh),
                     volume=meshlib.enclosed_volume(mesh) if closed else 0.0, faces=mesh.faces, pins=pins,
-                    anchors=len(anchors) if len(pins) else 0)
+                    anchors=len(anchors))
 
 
 def _spread(points: np.ndarray, count: int) -> np.ndarray:
@@ -247,7 +252,8 @@ def build_body(enc: Encoding, p: SimParams, coeff: CoefficientMLP, locking: dict
     n = len(enc.queries)
     volume = enc.volume if enc.closed else enc.area * p.thickness
     rest = torch.as_tensor(enc.queries, dtype=DTYPE)
-    mass = torch.cat([_point_masses(rest[:n - enc.anchors], torch.as_tensor(enc.centroid), p.density * volume),
+    surface = torch.as_tensor(enc.surface_queries, dtype=DTYPE)
+    mass = torch.cat([_point_masses(surface, torch.as_tensor(enc.centroid), p.density * volume),
                       torch.zeros(enc.anchors, dtype=DTYPE)])
     phi = enc.phi_q * enc.scale
     com = (mass[:, None] * rest).sum(0) / mass.sum()

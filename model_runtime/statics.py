@@ -34,15 +34,35 @@ _GAUSS = 1.0 / math.sqrt(3.0)
 _CORNERS = np.array(list(itertools.product((0, 1), repeat=3)))  # brick node k at offset _CORNERS[k]
 
 
-def brick_stiffness(size: np.ndarray, poisson: float) -> np.ndarray:
-    """(24, 24) stiffness at E = 1 Pa of a rectangular brick with edges ``size`` (m), nodes in _CORNERS order and
-    (x, y, z) per node; bubble modes 1 - xi_k^2 per axis and component condensed out (2x2x2 Gauss)."""
+def elasticity_matrix(poisson: float) -> np.ndarray:
+    """(6, 6) isotropic stress-strain matrix at E = 1 Pa, strains in Voigt order xx, yy, zz, xy, yz, zx (shear as
+    engineering strain)."""
     lam = poisson / ((1 + poisson) * (1 - 2 * poisson))
     mu = 1.0 / (2 * (1 + poisson))
     D = np.zeros((6, 6))
     D[:3, :3] = lam
     D[np.arange(3), np.arange(3)] += 2 * mu
     D[np.arange(3, 6), np.arange(3, 6)] = mu
+    return D
+
+
+def strain_matrix(grads: np.ndarray) -> np.ndarray:
+    """(..., 6, 3k) strain-displacement matrix from the spatial gradients (..., k, 3) of k shape functions, with
+    (x, y, z) per function and the strains of elasticity_matrix."""
+    *batch, k, _ = grads.shape
+    B = np.zeros((*batch, 6, k, 3))
+    gx, gy, gz = grads[..., 0], grads[..., 1], grads[..., 2]
+    B[..., 0, :, 0], B[..., 1, :, 1], B[..., 2, :, 2] = gx, gy, gz
+    B[..., 3, :, 0], B[..., 3, :, 1] = gy, gx
+    B[..., 4, :, 1], B[..., 4, :, 2] = gz, gy
+    B[..., 5, :, 0], B[..., 5, :, 2] = gz, gx
+    return B.reshape(*batch, 6, 3 * k)
+
+
+def brick_stiffness(size: np.ndarray, poisson: float) -> np.ndarray:
+    """(24, 24) stiffness at E = 1 Pa of a rectangular brick with edges ``size`` (m), nodes in _CORNERS order and
+    (x, y, z) per node; bubble modes 1 - xi_k^2 per axis and component condensed out (2x2x2 Gauss)."""
+    D = elasticity_matrix(poisson)
     half = np.asarray(size, float) / 2
     signs = 2 * _CORNERS - 1
     K = np.zeros((33, 33))
@@ -53,14 +73,7 @@ def brick_stiffness(size: np.ndarray, poisson: float) -> np.ndarray:
         for j in range(3):
             grads[:8, j] = signs[:, j] * np.prod(np.delete(factors, j, axis=1), axis=1) / 8
         grads[8:] = np.diag(-2 * xi)  # bubbles
-        grads /= half  # d/dxi -> d/dx
-        B = np.zeros((6, 33))
-        for a, g in enumerate(grads):
-            c = 3 * a
-            B[0, c], B[1, c + 1], B[2, c + 2] = g
-            B[3, c], B[3, c + 1] = g[1], g[0]
-            B[4, c + 1], B[4, c + 2] = g[2], g[1]
-            B[5, c], B[5, c + 2] = g[2], g[0]
+        B = strain_matrix(grads / half)  # d/dxi -> d/dx
         K += B.T @ D @ B * np.prod(half)
     kuu, kub, kbb = K[:24, :24], K[:24, 24:], K[24:, 24:]
     return kuu - kub @ np.linalg.solve(kbb, kub.T)
@@ -108,6 +121,7 @@ class Lattice:
     stiffness: scipy.sparse.csr_matrix  # (3N, 3N)
     node_volume: np.ndarray  # (N,) m^3
     spacing: np.ndarray
+    body_volume: float  # the closed surface's enclosed volume, m^3
 
     def node_mass(self, total: float) -> np.ndarray:
         return self.node_volume * (total / self.node_volume.sum())
@@ -120,13 +134,22 @@ class Lattice:
         return np.unique(_nearest(points, self.nodes))
 
 
+def assemble(blocks: np.ndarray, elements: np.ndarray, nodes: int) -> scipy.sparse.csr_matrix:
+    """(3 nodes, 3 nodes) sparse sum of element matrices ``blocks`` (E, 3k, 3k) over ``elements`` (E, k) node
+    indices, with (x, y, z) per node."""
+    dof = (3 * elements[:, :, None] + np.arange(3)).reshape(len(elements), -1)
+    width = dof.shape[1]
+    return scipy.sparse.csr_matrix((blocks.ravel(), (np.repeat(dof, width, axis=1).ravel(),
+                                                     np.tile(dof, (1, width)).ravel())), (3 * nodes, 3 * nodes))
+
+
 def build_lattice(mesh: Mesh, poisson: float) -> Lattice:
     """Bricks filling the closed surface: about TARGET_CELLS for its volume, at least MIN_CELLS_ACROSS across its
     thinnest width, the grid spanning its bounding box exactly (a box is represented without a staircase)."""
     lo, hi = mesh.vertices.min(0), mesh.vertices.max(0)
     ext = np.maximum(hi - lo, 1e-12)
-    thinnest = thinnest_width(mesh.vertices)
-    cell = min((enclosed_volume(mesh) / TARGET_CELLS) ** (1 / 3), thinnest / MIN_CELLS_ACROSS)
+    thinnest, body_volume = thinnest_width(mesh.vertices), enclosed_volume(mesh)
+    cell = min((body_volume / TARGET_CELLS) ** (1 / 3), thinnest / MIN_CELLS_ACROSS)
     cell = max(cell, (np.prod(ext) / MAX_GRID_CELLS) ** (1 / 3))
     if thinnest < MIN_CELLS_ACROSS / 2 * cell:  # a thin plate across its bounding box: cells thicker than the body
         raise MeshError("the body is too thin for its stiffness to be calibrated on a lattice")
@@ -138,14 +161,11 @@ def build_lattice(mesh: Mesh, poisson: float) -> Lattice:
     used, bricks = np.unique(np.ravel_multi_index((cells[:, None, :] + _CORNERS[None]).reshape(-1, 3).T, n + 1),
                              return_inverse=True)
     bricks = bricks.reshape(-1, 8)
-    dof = (3 * bricks[:, :, None] + np.arange(3)).reshape(-1, 24)
     ke = brick_stiffness(spacing, poisson)
-    size = 3 * len(used)
-    K = scipy.sparse.csr_matrix((np.tile(ke.ravel(), len(bricks)),
-                                 (np.repeat(dof, 24, axis=1).ravel(), np.tile(dof, (1, 24)).ravel())), (size, size))
+    K = assemble(np.broadcast_to(ke, (len(bricks), 24, 24)), bricks, len(used))
     volume = np.bincount(bricks.ravel(), minlength=len(used)) * (np.prod(spacing) / 8.0)
     return Lattice(nodes=lo + np.stack(np.unravel_index(used, n + 1), 1) * spacing, bricks=bricks, stiffness=K,
-                   node_volume=volume, spacing=spacing)
+                   node_volume=volume, spacing=spacing, body_volume=body_volume)
 
 
 def self_weight_sag(mesh: Mesh, pins: np.ndarray, poisson: float, points: np.ndarray, mass: float) -> np.ndarray:
@@ -168,7 +188,7 @@ def self_weight_sag(mesh: Mesh, pins: np.ndarray, poisson: float, points: np.nda
                                                                      lat.bricks[:, 1:].ravel())), (n, n))
     _, piece = scipy.sparse.csgraph.connected_components(links, directed=False)
     attached = np.isin(piece, piece[held])
-    if lat.node_volume[attached].sum() < MIN_FILLED * enclosed_volume(mesh):
+    if lat.node_volume[attached].sum() < MIN_FILLED * lat.body_volume:
         raise MeshError("the body is too thin for its stiffness to be calibrated on a lattice")
     free = np.setdiff1d(np.nonzero(attached)[0], held)
     free_dof = (3 * free[:, None] + np.arange(3)).ravel()

@@ -76,7 +76,6 @@ def test_an_unpinned_body_has_no_static_sag():
 def conforming_tet_sag(vertices, faces, pins, stiffness, gravity, max_volume):
     """Mean sag (m) of the same solid on a conforming linear tet mesh (TetGen) holding only the pinned surface: an
     independent discretization for curved bodies, where neither the bricks' nor any closed form's clamp is exact."""
-    import scipy.sparse
     import scipy.sparse.linalg
     import tetgen
     from scipy.spatial import cKDTree
@@ -89,28 +88,16 @@ def conforming_tet_sag(vertices, faces, pins, stiffness, gravity, max_volume):
     corners = np.concatenate([np.ones((len(tets), 4, 1)), nodes[tets]], 2)
     grads = np.linalg.inv(corners)[:, 1:, :].transpose(0, 2, 1)  # (T, 4, 3) shape-function gradients
     volume = np.abs(np.linalg.det(corners)) / 6
-    lam, mu = stiffness * 0.3 / (1.3 * 0.4), stiffness / 2.6  # Poisson 0.3
-    D = np.zeros((6, 6))
-    D[:3, :3] = lam
-    D[range(3), range(3)] += 2 * mu
-    D[range(3, 6), range(3, 6)] = mu
-    B = np.zeros((len(tets), 6, 12))
-    for a in range(4):
-        gx, gy, gz = grads[:, a].T
-        c = 3 * a
-        B[:, 0, c], B[:, 1, c + 1], B[:, 2, c + 2] = gx, gy, gz
-        B[:, 3, c], B[:, 3, c + 1], B[:, 4, c + 1], B[:, 4, c + 2], B[:, 5, c], B[:, 5, c + 2] = gy, gx, gz, gy, gz, gx
-    dof = (3 * tets[:, :, None] + np.arange(3)).reshape(-1, 12)
-    size = 3 * len(nodes)
-    K = scipy.sparse.csr_matrix((np.einsum("tik,ij,tjl,t->tkl", B, D, B, volume).ravel(),
-                                 (np.repeat(dof, 12, 1).ravel(), np.tile(dof, (1, 12)).ravel())), (size, size))
+    D = stiffness * statics.elasticity_matrix(0.3)
+    B = statics.strain_matrix(grads)  # (T, 6, 12)
+    K = statics.assemble(np.einsum("tik,ij,tjl,t->tkl", B, D, B, volume), tets, len(nodes))
     mass = np.zeros(len(nodes))
     np.add.at(mass, tets.ravel(), np.repeat(RHO * volume / 4, 4))
     distance, nearest = cKDTree(nodes).query(pinned_patch_samples(vertices, faces, pins, 1e-3))
     held = np.union1d(pins, nearest[distance < 1e-9])
     free = np.setdiff1d(np.arange(len(nodes)), held)
     free_dof = (3 * free[:, None] + np.arange(3)).ravel()
-    u = np.zeros(size)
+    u = np.zeros(3 * len(nodes))
     u[free_dof] = scipy.sparse.linalg.spsolve(K[free_dof][:, free_dof].tocsc(),
                                               (mass[:, None] * gravity).ravel()[free_dof])
     return u.reshape(-1, 3)[: len(vertices)].mean(0)
