@@ -11,6 +11,7 @@ from model_runtime.data import validate as V
 from model_runtime.data.mujoco_engine import simulate_solid
 from model_runtime.data.reference import REFERENCE, build_cage, simulate_reference, tetrahedralize
 from model_runtime.data.shapes import box_surface
+from model_runtime.errors import SimulationError
 from model_runtime.mesh import validate
 from model_runtime.params import make_params
 
@@ -95,6 +96,25 @@ def test_pinned_solid_nodes_stay_exactly_at_rest():
     pos = simulate_solid(nodes, tets, make_params(frames=6, fps=24, material="jelly"), volume, pins, fill)
     assert np.array_equal(pos[:, pins], np.broadcast_to(nodes[pins].astype(np.float32), pos[:, pins].shape))
     assert np.isfinite(pos).all() and np.abs(pos[-1] - nodes).max() > 1e-4
+
+
+def test_a_solid_that_turns_elements_inside_out_is_refused_not_returned():
+    # A soft cube hung from a patch of its top face: at 1 kPa its self-weight strain is ~200%, so St Venant-Kirchhoff
+    # collapses elements near the patch; at 10 kPa (20%) it hangs. Collapsed data taught the model "swings" that were
+    # this collapse (docs/physics-validation.md).
+    v, f = box_surface((4, 4, 4), (0.2, 0.2, 0.2))
+    pins = np.flatnonzero((v[:, 2] > 0.1 - 1e-9) & (np.abs(v[:, 0]) < 0.06) & (np.abs(v[:, 1]) < 0.06))
+    settings = replace(REFERENCE, cell=0.04)
+
+    def hang(stiffness):
+        p = make_params(frames=12, fps=24, stiffness=stiffness, density=1000, poisson=0.45, damping=0.0,
+                        material="jelly", pins=pins, num_vertices=len(v))
+        return simulate_reference(v, f, p, settings=settings)
+
+    with pytest.raises(SimulationError, match="inside out"):
+        hang(1e3)
+    pos = hang(1e4)
+    assert np.isfinite(pos).all() and 0.005 < np.abs(pos[-1] - v).max() < 0.05
 
 
 def test_a_cloth_strip_hangs_within_five_percent_of_its_catenary():

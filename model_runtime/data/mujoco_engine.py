@@ -39,6 +39,11 @@ from .newton_engine import TET_EDGES, lame, lumped_tet_masses, signed_tet_volume
 # rubber bar at 1e-9 ran out of 1000 iterations at a residual of 5e-7), hence 1e-6. A converged solve stops early,
 # so the cap is generous, and running out of it (reported as a singular inertia) counts as a failed step.
 # A step that blows up or does not converge is retried at half the step, RETRIES times.
+# A body that turns an element inside out is refused, not retried. St Venant-Kirchhoff's stress under compression
+# peaks at a stretch of 1/sqrt(3) and falls to zero at 0, and its energy is the same for an element and its mirror
+# image, so nothing pushes a collapsed element back: soft bodies hanging from a small pinned patch collapsed near
+# the patch in the first frames and kept 20-31% of their lattice tets inverted (v2 seq 0 and 8, whose "swing" about
+# the pins was this collapse). A smaller step does not help; the material model cannot represent it.
 CFL = 0.4
 MIN_STEP_RATE = 240.0  # Euler steps per simulated second at least, for soft bodies whose wave limit allows fewer
 DAMPED_STEP_RATE = 240.0
@@ -229,6 +234,7 @@ def _run(x0, tets, params, mass, scale, pinned, center, steps, integrator, progr
 
     out = np.empty((params.frames + 1, n, 3), np.float32)
     out[0] = x0
+    rest_volume = signed_tet_volumes(x0, tets)
     failed = [int(mujoco.mjtWarning.mjWARN_BADQACC), int(mujoco.mjtWarning.mjWARN_INERTIA)]
     limit = 10.0 * float(np.linalg.norm(np.ptp(x0, 0)))  # a node this far from where it started has blown up
     for frame in range(1, params.frames + 1):
@@ -240,6 +246,12 @@ def _run(x0, tets, params, mass, scale, pinned, center, steps, integrator, progr
             raise _Unstable(frame)
         if np.linalg.norm(x - x.mean(0) - (x0 - x0.mean(0)), axis=1).max() > limit:
             raise _Unstable(frame)
+        inverted = int(np.count_nonzero(signed_tet_volumes(x, tets) / rest_volume <= 0.0))
+        if inverted:
+            raise SimulationError(
+                f"the body turned {inverted} of its {len(tets)} elements inside out at frame {frame}: the reference's "
+                "St Venant-Kirchhoff material cannot represent compression this strong; try a stiffer material, a "
+                "larger pinned area or weaker gravity")
         out[frame] = x
         if progress is not None:
             progress(frame / params.frames, f"frame {frame}/{params.frames}")
