@@ -186,7 +186,9 @@ def simulate_solid(
 
     ``node_volume``: lumped volume per node (m^3; times density gives its mass), ``pinned``: node indices held in
     place, ``tet_scale``: per-tet stiffness factor (the fraction of a lattice cell the real body fills),
-    ``center``: the point the initial angular velocity turns about (default: the nodes' mean).
+    ``center``: the point the initial angular velocity turns about (default: the nodes' mean). Raises
+    ``SimulationError`` when the run blows up even at smaller steps, or when a tet turns inside out (see the notes
+    at the top of the module).
     """
     x0 = np.asarray(nodes, np.float64)
     tets = np.asarray(tets, np.int64)
