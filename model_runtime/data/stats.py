@@ -20,9 +20,12 @@ def _read_jsonl(path: str) -> list[dict]:
 
 
 def _reason_kind(reason: str) -> str:
-    """'edge' (stretched beyond the bound), 'diverged' (non-finite positions) or the exception's name."""
+    """'edge' (stretched beyond the bound), 'diverged' (non-finite positions), 'collapsed' (a solid turned elements
+    inside out) or the exception's name."""
     if reason.startswith("edge"):
         return "edge"
+    if "inside out" in reason:
+        return "collapsed"
     if "diverged" in reason:
         return "diverged"
     return reason.split(":")[0]
@@ -58,6 +61,7 @@ def dataset_stats(root: str) -> dict:
         "rejection_rate": round(len(rejected) / attempted, 4) if attempted else 0.0,
         "rejection_reasons": dict(Counter(_reason_kind(r.get("reason", "?")) for r in rejected)),
         "rejected_per_family": dict(Counter(r.get("family", "?") for r in rejected)),
+        "rejected_per_variant": dict(Counter(f"{r.get('family', '?')}/{r.get('variant', '?')}" for r in rejected)),
         "seconds_per_sequence_one_process": {"mean": round(float(np.mean(ok_times)), 2),
                                              "max": round(float(np.max(ok_times)), 2)} if ok_times else None,
         "simulated_sequences_logged": len(with_vertices),
@@ -75,6 +79,8 @@ def format_stats(s: dict) -> str:
              f"CPU seconds total {s['cpu_seconds_total']}", "parameter ranges (min / median / max):"]
     for k, r in s["parameter_ranges"].items():
         lines.append(f"  {k:18s} {r['min']:10.4g} {r['median']:10.4g} {r['max']:10.4g}  {r['unit']}")
-    lines.append("per variant:")
-    lines += [f"  {k:28s} {n}" for k, n in sorted(s["per_variant"].items())]
+    lines.append("per variant: kept (rejected)")
+    dropped = s.get("rejected_per_variant", {})
+    lines += [f"  {k:28s} {s['per_variant'].get(k, 0):4d} ({dropped.get(k, 0)})"
+              for k in sorted(set(s["per_variant"]) | set(dropped))]
     return "\n".join(lines)
