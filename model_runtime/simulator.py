@@ -554,6 +554,11 @@ def _initial_state(dyn: Dynamics, p: SimParams) -> torch.Tensor:
     target = v0 + torch.linalg.cross(w0.expand_as(x), x - body.center)
     m3 = body.mass.repeat_interleave(3)[:, None]
     u = torch.linalg.solve(A.T @ (m3 * A), A.T @ (m3[:, 0] * target.reshape(-1)))
+    # A mode slowed by mass scaling (added mass a, so omega_cut = omega / sqrt(1 + a)) would turn its velocity into
+    # an amplitude sqrt(1 + a) times too large, and 1 + a times the energy: a stiff pinned body thrown at 1 m/s
+    # swung 10x further than the reference (v2 seq 20). Scaling its velocity by 1 / sqrt(1 + a) keeps both.
+    if r:
+        u[-r:] = u[-r:] / torch.sqrt(1.0 + body.added_mass)
     y[len(pos):] = u
     return y
 
