@@ -37,6 +37,10 @@ DEFAULT_CONFIG = {
     "beam_slenderness": None,  # (lo, hi): L/a, v1 5-20
     "beam_sag": None,  # (lo, hi): nominal tip sag / L that sets a beam's E, v1 0.005-0.08
     "beam_damping": None,  # (lo, hi) s: v1 1e-3-1e-2
+    # Pinned soft and real solids start at rest. The reference gives an initial velocity to every free node while
+    # the held ones stay, a velocity jump at the clamp that collapsed soft bodies' elements within a frame
+    # (docs/physics-validation.md, "Collapse"); v1 and v1.1 drew one for them.
+    "pinned_soft_at_rest": False,
     # The simulator's settings (reference.simulate_reference): "dataset" is v1's all-VBD solver, "reference" the
     # validated one of docs/physics-validation.md.
     "solver": "dataset",
@@ -93,11 +97,14 @@ def sample_scene(seed: int, index: int, config: dict | None = None) -> Scene:
     mat["stiffness"] *= float(cfg["stiffness_scale"])
     speed = rng.uniform(0, 1.5) if rng.random() < 0.5 else 0.0
     spin = rng.uniform(0, 3.0) if rng.random() < 0.4 else 0.0
+    drag = 0.0 if rng.random() < 0.3 else rng.uniform(0.0, 2.0)
+    velocity, angular = speed * _unit(rng), spin * _unit(rng)
+    if cfg["pinned_soft_at_rest"] and family in ("soft", "real") and len(pins):
+        velocity, angular = np.zeros(3), np.zeros(3)  # drawn all the same, so later draws do not shift
     params = make_params(
-        frames=int(cfg["frames"]), fps=float(cfg["fps"]), gravity=gravity,
-        drag=0.0 if rng.random() < 0.3 else rng.uniform(0.0, 2.0),
-        initial_velocity=speed * _unit(rng), angular_velocity=spin * _unit(rng),
-        ground=ground, pins=pins, num_vertices=len(v), material=_material_name(family), **mat)
+        frames=int(cfg["frames"]), fps=float(cfg["fps"]), gravity=gravity, drag=drag, initial_velocity=velocity,
+        angular_velocity=angular, ground=ground, pins=pins, num_vertices=len(v), material=_material_name(family),
+        **mat)
     return Scene(v, f, params, family, shape_id, variant)
 
 
