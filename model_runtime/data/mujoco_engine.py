@@ -1,4 +1,4 @@
-"""Volumetric bodies in MuJoCo: a tetrahedral flex with St Venant-Kirchhoff FEM elasticity.
+"""Solids and cloth in MuJoCo: flexes of tetrahedra or triangles with St Venant-Kirchhoff FEM elasticity.
 
 Why MuJoCo and not Newton's VBD for solids (issue 8, docs/physics-validation.md): VBD is a per-vertex Gauss-Seidel
 solve that needs tens of iterations per substep to converge on stiff, slender bodies, so at affordable settings its
@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import Cancelled, SimulationError
 from ..params import SimParams
-from .newton_engine import TET_EDGES, lame, lumped_tet_masses, signed_tet_volumes
+from .newton_engine import TET_EDGES, lame, lumped_tet_masses, lumped_triangle_masses, signed_tet_volumes
 
 # Two integrators:
 # - MuJoCo's Euler, semi-implicit (symplectic) for elastic forces and implicit for joint damping (our drag). It
@@ -49,6 +49,12 @@ from .newton_engine import TET_EDGES, lame, lumped_tet_masses, signed_tet_volume
 CFL = 0.4
 MIN_STEP_RATE = 240.0  # Euler steps per simulated second at least, for soft bodies whose wave limit allows fewer
 DAMPED_STEP_RATE = 240.0
+# Damped cloth on the discrete-time integrator needs far more steps than a solid: a 0.5 m cotton sheet (the cloth
+# preset, Rayleigh damping 5 ms) swinging from one pinned edge, lowest point at 1.25 s, 1.5 s, 1.75 s: explicit
+# Euler at 200,000 steps/s -0.170, -0.264, -0.345 m; discrete at 240/s -0.328, -0.410, -0.435; 960/s -0.234, -0.319,
+# -0.364; 2,400/s -0.207, -0.277, -0.322; 9,600/s -0.180, -0.297, -0.429; 24,000/s -0.175, -0.285, -0.406. At
+# 240/s it damped the swing as VBD did. The explicit step with that damping would need ~190,000 steps/s.
+CLOTH_DAMPED_STEP_RATE = 9600.0
 MAX_DAMPED_EXPLICIT_RATE = 15000.0
 DAMPED_EXPLICIT_COST = 2.5
 SOLVE_ITERATIONS = 1000
@@ -71,13 +77,17 @@ MASS_FLOOR = 0.02  # nodes barely inside the body keep this fraction of the mean
 MASS_SCALING = 0.5
 
 
-def _model_xml(nodes: np.ndarray, tets: np.ndarray, pinned: np.ndarray, params: SimParams, dt: float,
+def _model_xml(nodes: np.ndarray, elements: np.ndarray, pinned: np.ndarray, params: SimParams, dt: float,
                integrator: str) -> str:
+    """A flex of tets (``elements`` (M, 4): a solid) or triangles ((M, 3): cloth of ``params.thickness``, with
+    MuJoCo's St Venant-Kirchhoff membrane and quadratic bending energy)."""
     g = " ".join(f"{x:.9g}" for x in params.gravity)
     point = " ".join(f"{x:.9g}" for x in nodes.ravel())
-    element = " ".join(str(int(i)) for i in tets.ravel())
+    element = " ".join(str(int(i)) for i in elements.ravel())
     pin = f'<pin id="{" ".join(str(int(i)) for i in pinned)}"/>' if len(pinned) else ""
-    edge = float(np.linalg.norm(nodes[tets[:, 0]] - nodes[tets[:, 1]], axis=1).mean())
+    edge = float(np.linalg.norm(nodes[elements[:, 0]] - nodes[elements[:, 1]], axis=1).mean())
+    dim = elements.shape[1] - 1
+    shell = f' thickness="{params.thickness:.9g}" elastic2d="both"' if dim == 2 else ""
     if params.ground is None:
         contact, ground = '<contact contype="0" conaffinity="0" selfcollide="none"/>', ""
     else:
@@ -89,11 +99,11 @@ def _model_xml(nodes: np.ndarray, tets: np.ndarray, pinned: np.ndarray, params: 
           tolerance="{SOLVE_TOLERANCE:g}"/>
   <worldbody>
     {ground}
-    <flexcomp name="body" type="direct" dim="3" point="{point}" element="{element}" mass="1"
+    <flexcomp name="body" type="direct" dim="{dim}" point="{point}" element="{element}" mass="1"
               radius="{0.05 * edge:.9g}">
       {contact}
       <edge equality="false"/>
-      <elasticity young="{params.stiffness:.9g}" poisson="{params.poisson:.9g}" damping="{params.damping:.9g}"/>
+      <elasticity young="{params.stiffness:.9g}" poisson="{params.poisson:.9g}" damping="{params.damping:.9g}"{shell}/>
       {pin}
     </flexcomp>
   </worldbody>
@@ -127,20 +137,81 @@ def stable_step(nodes: np.ndarray, tets: np.ndarray, params: SimParams, mass: np
     edge = min(float(np.linalg.norm(nodes[tets[:, i]] - nodes[tets[:, j]], axis=1).min()) for i, j in TET_EDGES)
     # The stiffness each node carries, as the mass it would have at full fill, against the mass it has.
     ratio = max(1.0, float(np.max(lumped_tet_masses(nodes, tets, params.density * tet_scale) / mass)))
-    crossing = edge / (wave * math.sqrt(ratio))
+    return _explicit_step(edge / (wave * math.sqrt(ratio)), damping)
+
+
+def cloth_stable_step(vertices: np.ndarray, faces: np.ndarray, params: SimParams, damping: float = 0.0) -> float:
+    """The explicit step limit of a cloth (see stable_step): the shorter of the time a membrane wave (plane stress)
+    takes to cross the shortest edge and that of the fastest bending wave the mesh holds, w = kappa (pi / edge)^2
+    with kappa = sqrt(D / rho h) (symplectic Euler needs w dt < 2)."""
+    nu, h = params.poisson, params.thickness
+    wave = math.sqrt(params.stiffness / (params.density * (1.0 - nu**2)))
+    pairs = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
+    edge = float(np.linalg.norm(vertices[pairs[:, 1]] - vertices[pairs[:, 0]], axis=1).min())
+    kappa = math.sqrt(params.stiffness * h * h / (12.0 * (1.0 - nu**2) * params.density))
+    return _explicit_step(min(edge / wave, 2.0 * edge**2 / (math.pi**2 * kappa)), damping)
+
+
+def _explicit_step(crossing: float, damping: float) -> float:
     return CFL * (math.sqrt(damping**2 + crossing**2) - damping)
 
 
 def choose_integrator(nodes: np.ndarray, tets: np.ndarray, params: SimParams, mass: np.ndarray,
                       tet_scale: np.ndarray) -> tuple[str, float]:
     """(MuJoCo integrator, steps per simulated second) for this body; see the notes at the top of the module."""
-    undamped = max(MIN_STEP_RATE, 1.0 / stable_step(nodes, tets, params, mass, tet_scale))
-    if params.damping <= 0.0:
+    return _choose(lambda damping: stable_step(nodes, tets, params, mass, tet_scale, damping), params.damping,
+                   DAMPED_STEP_RATE)
+
+
+def choose_cloth_integrator(vertices: np.ndarray, faces: np.ndarray, params: SimParams) -> tuple[str, float]:
+    """choose_integrator for a cloth."""
+    return _choose(lambda damping: cloth_stable_step(vertices, faces, params, damping), params.damping,
+                   CLOTH_DAMPED_STEP_RATE)
+
+
+def _choose(step: Callable[[float], float], damping: float, implicit_rate: float) -> tuple[str, float]:
+    undamped = max(MIN_STEP_RATE, 1.0 / step(0.0))
+    if damping <= 0.0:
         return "Euler", undamped
-    damped = max(MIN_STEP_RATE, 1.0 / stable_step(nodes, tets, params, mass, tet_scale, params.damping))
+    damped = max(MIN_STEP_RATE, 1.0 / step(damping))
     if damped <= max(MAX_DAMPED_EXPLICIT_RATE, DAMPED_EXPLICIT_COST * undamped):
         return "Euler", damped
-    return "discrete", DAMPED_STEP_RATE
+    return "discrete", implicit_rate
+
+
+def cloth_energy(rest: np.ndarray, faces: np.ndarray, positions: np.ndarray, params: SimParams) -> dict:
+    """The elastic energy (J) MuJoCo's cloth (simulate_cloth) derives its forces from, per frame of ``positions``
+    (T, V, 3): "membrane", St Venant-Kirchhoff in plane stress, A (mu h |E|^2 + lambda_s tr(E)^2 / 2) per triangle
+    with E the Green strain in its rest plane and lambda_s = E h nu / (1 - nu^2); "bending", MuJoCo's quadratic
+    discrete bending energy, 1/2 sum_ij B_ij x_i . x_j over the four vertices of each interior edge, B from the
+    compiled model (valid for a flat rest shape, where MuJoCo's curved-rest term vanishes). Both reproduce
+    MuJoCo's passive forces to ~1e-8 (tests/test_physics_validation.py)."""
+    rest = np.asarray(rest, np.float64)
+    faces = np.asarray(faces, np.int64)
+    x = np.asarray(positions, np.float64)
+    h, nu = params.thickness, params.poisson
+    mu_s, lam_s = lame(params.stiffness, nu)[0] * h, params.stiffness * h * nu / (1.0 - nu**2)
+    a, b, c = (rest[faces[:, k]] for k in range(3))
+    e1, e2 = b - a, c - a
+    u = e1 / np.linalg.norm(e1, axis=1, keepdims=True)
+    normal = np.cross(e1, e2)
+    area = 0.5 * np.linalg.norm(normal, axis=1)
+    w = np.cross(normal / (2.0 * area[:, None]), u)
+    rest_edges = np.stack([np.stack([(e1 * u).sum(1), (e2 * u).sum(1)], 1),
+                           np.stack([(e1 * w).sum(1), (e2 * w).sum(1)], 1)], 1)  # in the triangle's own plane
+    edges = np.stack([x[:, faces[:, 1]] - x[:, faces[:, 0]], x[:, faces[:, 2]] - x[:, faces[:, 0]]], -1)
+    F = edges @ np.linalg.inv(rest_edges)
+    E = 0.5 * (np.swapaxes(F, -1, -2) @ F - np.eye(2))
+    membrane = (area * (mu_s * (E**2).sum((-1, -2)) + 0.5 * lam_s * np.trace(E, axis1=-2, axis2=-1) ** 2)).sum(1)
+    model = _mujoco().MjModel.from_xml_string(_model_xml(rest, faces, np.zeros(0, np.int64), params, 1e-3, "Euler"))
+    count = int(model.flex_edgenum[0])
+    flap = model.flex_edgeflap[:count]
+    inner = flap[:, 1] >= 0
+    stencil = np.concatenate([model.flex_edge[:count], flap], 1)[inner]  # (H, 4): edge, then opposite vertices
+    B = model.flex_bending.reshape(count, 17)[inner, :16].reshape(-1, 4, 4)
+    P = x[:, stencil]  # (T, H, 4, 3)
+    bending = 0.5 * np.einsum("hij,thik,thjk->t", B, P, P)
+    return {"membrane": membrane, "bending": bending}
 
 
 def elastic_energy(nodes: np.ndarray, tets: np.ndarray, positions: np.ndarray, params: SimParams,
@@ -198,23 +269,57 @@ def simulate_solid(
     pinned = np.unique(np.asarray(pinned, np.int64))
     mass = node_masses(node_volume, params.density, x0, tets, scale)
     integrator, rate = choose_integrator(x0, tets, params, mass, scale)
+    return _with_retries(lambda steps: _run(x0, tets, params, mass, scale, pinned, center, steps, integrator,
+                                            progress, should_cancel), rate, params.fps, integrator)
+
+
+def simulate_cloth(
+    vertices: np.ndarray,
+    faces: np.ndarray,
+    params: SimParams,
+    progress: Callable[[float, str], None] | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+) -> np.ndarray:
+    """Simulate an open triangle mesh as cloth of ``params.thickness``; return float32 positions (frames+1, V, 3).
+
+    A MuJoCo 2D flex: St Venant-Kirchhoff membrane in plane stress and MuJoCo's quadratic discrete bending energy
+    (cloth_energy), lumped triangle masses, pins held exactly, the same drag, damping, integrators and retries as
+    solids. Why not VBD (the reference's cloth until 2026-12-04, docs/physics-validation.md): a clamped strip came
+    out 40-67x softer in bending than plate theory at any VBD setting tried, and an undamped swinging sheet lost a
+    third of its energy in 2 s.
+    """
+    x0 = np.asarray(vertices, np.float64)
+    faces = np.asarray(faces, np.int64)
+    mass = lumped_triangle_masses(x0, faces, params.density * params.thickness)
+    loose = mass <= 0.0  # vertices of no triangle: a typical mass, so they fall freely
+    mass[loose] = float(np.mean(mass[~loose])) if (~loose).any() else 1.0
+    pinned = np.unique(np.asarray(params.pins, np.int64))
+    integrator, rate = choose_cloth_integrator(x0, faces, params)
+    return _with_retries(lambda steps: _run(x0, faces, params, mass, None, pinned, None, steps, integrator, progress,
+                                            should_cancel), rate, params.fps, integrator)
+
+
+def _with_retries(run: Callable[[int], np.ndarray], rate: float, fps: float, integrator: str) -> np.ndarray:
+    """run(steps per frame) at ``rate`` steps/s, retried at half the step RETRIES times when it blows up."""
     for attempt in range(RETRIES + 1):
-        steps = max(1, math.ceil(rate * 2**attempt / params.fps - 1e-9))
+        steps = max(1, math.ceil(rate * 2**attempt / fps - 1e-9))
         try:
-            return _run(x0, tets, params, mass, scale, pinned, center, steps, integrator, progress, should_cancel)
+            return run(steps)
         except _Unstable as exc:
             last = exc
     raise SimulationError(f"the reference simulation diverged at frame {last} even at {steps} steps per frame "
                           f"({integrator} integrator)")
 
 
-def _run(x0, tets, params, mass, scale, pinned, center, steps, integrator, progress, should_cancel) -> np.ndarray:
+def _run(x0, elements, params, mass, scale, pinned, center, steps, integrator, progress, should_cancel) -> np.ndarray:
+    """One attempt at ``steps`` per frame. ``elements``: tets (a solid, whose inversion is refused) or triangles;
+    ``scale``: per-element stiffness factors or None."""
     mujoco = _mujoco()
 
     n = len(x0)
     dt = 1.0 / (params.fps * steps)
     try:
-        model = mujoco.MjModel.from_xml_string(_model_xml(x0, tets, pinned, params, dt, integrator))
+        model = mujoco.MjModel.from_xml_string(_model_xml(x0, elements, pinned, params, dt, integrator))
     except ValueError as exc:
         raise SimulationError(f"MuJoCo could not build this body: {exc}") from exc
     body = model.flex_vertbodyid[:n]
@@ -227,8 +332,9 @@ def _run(x0, tets, params, mass, scale, pinned, center, steps, integrator, progr
     model.body_inertia[body[free]] = 1e-6 * mass[free, None] * float(np.mean(np.ptp(x0, 0))) ** 2
     dof = model.body_dofadr[body[free]][:, None] + np.arange(3)  # three world-aligned slide joints per node
     model.dof_damping[dof.ravel()] = params.drag * np.repeat(mass[free], 3)
-    stride = model.flex_stiffness.size // len(tets)
-    model.flex_stiffness[:] = (model.flex_stiffness.reshape(len(tets), stride) * scale[:, None]).ravel()
+    if scale is not None:
+        stride = model.flex_stiffness.size // len(elements)
+        model.flex_stiffness[:] = (model.flex_stiffness.reshape(len(elements), stride) * scale[:, None]).ravel()
 
     data = mujoco.MjData(model)
     mujoco.mj_setConst(model, data)  # derived constants (dof_M0, invweights) from the masses set above
@@ -238,7 +344,8 @@ def _run(x0, tets, params, mass, scale, pinned, center, steps, integrator, progr
 
     out = np.empty((params.frames + 1, n, 3), np.float32)
     out[0] = x0
-    rest_volume = signed_tet_volumes(x0, tets)
+    solid = elements.shape[1] == 4
+    rest_volume = signed_tet_volumes(x0, elements) if solid else None
     failed = [int(mujoco.mjtWarning.mjWARN_BADQACC), int(mujoco.mjtWarning.mjWARN_INERTIA)]
     limit = 10.0 * float(np.linalg.norm(np.ptp(x0, 0)))  # a node this far from where it started has blown up
     for frame in range(1, params.frames + 1):
@@ -250,12 +357,12 @@ def _run(x0, tets, params, mass, scale, pinned, center, steps, integrator, progr
             raise _Unstable(frame)
         if np.linalg.norm(x - x.mean(0) - (x0 - x0.mean(0)), axis=1).max() > limit:
             raise _Unstable(frame)
-        inverted = int(np.count_nonzero(signed_tet_volumes(x, tets) / rest_volume <= 0.0))
+        inverted = int(np.count_nonzero(signed_tet_volumes(x, elements) / rest_volume <= 0.0)) if solid else 0
         if inverted:
             raise SimulationError(
-                f"the body turned {inverted} of its {len(tets)} elements inside out at frame {frame}: the reference's "
-                "St Venant-Kirchhoff material cannot represent compression this strong; try a stiffer material, a "
-                "larger pinned area, weaker gravity or, on a pinned body, no initial velocity")
+                f"the body turned {inverted} of its {len(elements)} elements inside out at frame {frame}: the "
+                "reference's St Venant-Kirchhoff material cannot represent compression this strong; try a stiffer "
+                "material, a larger pinned area, weaker gravity or, on a pinned body, no initial velocity")
         out[frame] = x
         if progress is not None:
             progress(frame / params.frames, f"frame {frame}/{params.frames}")

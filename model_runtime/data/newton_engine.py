@@ -99,62 +99,6 @@ def cloth_moduli(vertices: np.ndarray, faces: np.ndarray, params: SimParams) -> 
             _bending_stiffness(vertices, faces, plate))
 
 
-def cloth_elastic_energy(rest: np.ndarray, faces: np.ndarray, positions: np.ndarray, params: SimParams,
-                         parts: bool = False) -> np.ndarray | dict:
-    """Elastic energy (J) of the cloth model of ``simulate_body`` in each frame of ``positions`` (T, V, 3): the
-    membrane's St Venant-Kirchhoff energy A (mu |E|^2 + lambda tr(E)^2 / 2) per triangle (E the Green strain in
-    the triangle's rest plane) plus 1/2 k L_e (theta - theta0)^2 per interior edge (theta the dihedral angle).
-    ``parts``: a dict of the two, "membrane" and "bending", instead of their sum."""
-    mu_s, lam_s, k_bend = cloth_moduli(rest, faces, params)
-    a, b, c = (rest[faces[:, k]] for k in range(3))
-    e1 = b - a
-    u = e1 / np.linalg.norm(e1, axis=1, keepdims=True)
-    normal = np.cross(e1, c - a)
-    area = 0.5 * np.linalg.norm(normal, axis=1)
-    w = np.cross(normal / (2.0 * area[:, None]), u)
-    # Rest edge matrix in the triangle's own 2D frame, and its inverse.
-    Dm = np.stack([np.stack([(e1 * u).sum(1), ((c - a) * u).sum(1)], 1),
-                   np.stack([(e1 * w).sum(1), ((c - a) * w).sum(1)], 1)], 1)
-    Dm_inv = np.linalg.inv(Dm)
-    x = np.asarray(positions, np.float64)
-    Ds = np.stack([x[:, faces[:, 1]] - x[:, faces[:, 0]], x[:, faces[:, 2]] - x[:, faces[:, 0]]], -1)  # (T, F, 3, 2)
-    F = Ds @ Dm_inv
-    E = 0.5 * (np.swapaxes(F, -1, -2) @ F - np.eye(2))
-    membrane = (area * (mu_s * (E**2).sum((-1, -2)) + 0.5 * lam_s * np.trace(E, axis1=-2, axis2=-1) ** 2)).sum(1)
-    hinges = _hinges(faces)
-    theta = _dihedral(x, *hinges)
-    theta0 = _dihedral(np.asarray(rest, np.float64)[None], *hinges)
-    length = np.linalg.norm(rest[hinges[1]] - rest[hinges[0]], axis=1)
-    bending = 0.5 * k_bend * (length * (theta - theta0) ** 2).sum(1)
-    return {"membrane": membrane, "bending": bending} if parts else membrane + bending
-
-
-def _hinges(faces: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Interior edges (i, j) and the vertices k, l opposite them in their two triangles."""
-    seen: dict[tuple[int, int], int] = {}
-    hinges = []
-    for tri in np.asarray(faces):
-        for m in range(3):
-            i, j, k = int(tri[m]), int(tri[(m + 1) % 3]), int(tri[(m + 2) % 3])
-            key = (min(i, j), max(i, j))
-            if key in seen:
-                hinges.append((i, j, seen.pop(key), k))
-            else:
-                seen[key] = k
-    h = np.array(hinges, np.int64).reshape(-1, 4)
-    return h[:, 0], h[:, 1], h[:, 2], h[:, 3]
-
-
-def _dihedral(x: np.ndarray, i, j, first, second) -> np.ndarray:
-    """Signed angle (T, H) between the normals of the triangles (i, j, second) and (j, i, first) about the edge
-    i -> j (``first``, ``second``: the vertices opposite the edge)."""
-    e = x[:, j] - x[:, i]
-    n1 = np.cross(e, x[:, second] - x[:, i])
-    n2 = np.cross(x[:, first] - x[:, i], e)
-    sin = (np.cross(n1, n2) * e).sum(-1) / np.linalg.norm(e, axis=-1)
-    return np.arctan2(sin, (n1 * n2).sum(-1))
-
-
 def simulate_body(
     vertices: np.ndarray,
     faces: np.ndarray,

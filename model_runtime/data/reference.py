@@ -2,8 +2,8 @@
 
 Geometry decides the physics: a closed (watertight, edge-manifold) mesh is a volumetric solid, anything open or
 non-manifold a shell (cloth) of ``params.thickness``. Solids are filled with TetGen tets, embedded in a regular
-lattice of well-shaped tets and stepped by MuJoCo's flex FEM (``mujoco_engine``), which meets beam theory; cloth runs
-on Newton's VBD (``newton_engine``). The v1 dataset was made with the older all-VBD settings (``DATASET``).
+lattice of well-shaped tets and stepped by MuJoCo's flex FEM (``mujoco_engine``), which meets beam theory; cloth is a
+MuJoCo shell flex too. The v1 dataset was made with the older all-VBD settings (``DATASET``, ``newton_engine``).
 """
 
 import math
@@ -16,7 +16,7 @@ from ..errors import MeshError
 from ..mesh import Mesh, enclosed_volume, is_closed, pinned_patch_samples, thinnest_width, validate
 from ..params import SimParams
 from . import newton_engine
-from .mujoco_engine import simulate_solid
+from .mujoco_engine import simulate_cloth, simulate_solid
 from .newton_engine import TET_EDGES, mean_edge_length, signed_tet_volumes, simulate_body
 
 MIN_FILL = 0.05  # lattice tets the body barely touches keep this fraction of its stiffness
@@ -162,7 +162,8 @@ def build_cage(points, fine_nodes, fine_tets, cell):
 class SolverSettings:
     """How a body is simulated.
 
-    Cloth (open meshes) always runs on Newton VBD at ``substep_rate`` x ``iterations``. Closed meshes are
+    Cloth (open meshes) runs on ``cloth_engine``: "mujoco" (``mujoco_engine.simulate_cloth``, its step set by the
+    membrane's wave speed) or "newton" (VBD at ``substep_rate`` x ``iterations``). Closed meshes are
     ``embedded`` in a lattice of about ``lattice_cells`` cubes (or cubes of ``cell`` metres when given) whose nodes
     are simulated and carry the surface vertices along by barycentric interpolation, stepped by ``solid_engine``
     ("mujoco": ``mujoco_engine``, its step set by the material's wave speed; "newton": VBD like cloth); without
@@ -174,6 +175,7 @@ class SolverSettings:
     lattice_cells: int = 1500
     cell: float | None = None
     solid_engine: str = "newton"
+    cloth_engine: str = "newton"
     # Linear tets lock in bending: a cantilever's sag reached 0.90 of Euler-Bernoulli's at 6 cells across its
     # thickness and 0.96 at 8 (docs/physics-validation.md), so the lattice is refined until the body's thinnest
     # principal extent is ``min_cells_across`` cells, within ``max_lattice_cells`` cubes.
@@ -182,12 +184,11 @@ class SolverSettings:
 
 
 # ``python -m model_runtime reference`` and ``data validate``: see docs/physics-validation.md for what they meet.
-# Cloth: VBD sagged a pinned strip past the catenary by (substeps/s x iterations, CPU s for the 3 s strip on one
-# core): 1152 x 4 +9.0%, 1152 x 16 +5.5%, 1152 x 32 +3.4% (36.6 s), 1152 x 24 +4.2% (28.6 s), 576 x 32 +4.6%
-# (17.5 s), 288 x 64 +3.5% (17.4 s), 288 x 48 +3.9% (15.7 s), 288 x 32 +4.5% (8.9 s), 192 x 64 +3.5% (11.7 s).
-# The error follows the iterations per substep more than the substeps; 288 x 32 is the cheapest measured within the
-# check's 5%, and keeps v1's 12 substeps per 24 fps frame (fewer lengthen VBD's implicit step, which damps motion).
-REFERENCE = SolverSettings(substep_rate=288.0, iterations=32, embedded=True, solid_engine="mujoco")
+# Cloth left VBD (2026-12-04): at every setting tried (288 x 32 to 1152 x 64 substeps/s x iterations) a clamped
+# strip sagged 40-67x plate theory, and an undamped swinging sheet lost a third of its energy in 2 s.
+# substep_rate and iterations remain for the VBD paths (DATASET, and cloth_engine="newton").
+REFERENCE = SolverSettings(substep_rate=288.0, iterations=32, embedded=True, solid_engine="mujoco",
+                           cloth_engine="mujoco")
 # The v1 dataset (issue 3): conforming tets, 12 x 2. Kept so that dataset can be regenerated bit for bit.
 DATASET = SolverSettings(substep_rate=newton_engine.SUBSTEPS * 24.0, iterations=newton_engine.ITERATIONS,
                          embedded=False)
@@ -230,7 +231,10 @@ def simulate_reference(
     run = dict(progress=progress, should_cancel=should_cancel, substeps=substeps, iterations=settings.iterations)
     v = mesh.vertices
     if not is_closed(mesh):
-        positions = simulate_body(v, mesh.faces, params, **run)
+        if settings.cloth_engine == "mujoco":
+            positions = simulate_cloth(v, mesh.faces, params, progress=progress, should_cancel=should_cancel)
+        else:
+            positions = simulate_body(v, mesh.faces, params, **run)
     elif not settings.embedded:
         nodes, tets = tetrahedralize(mesh)
         positions = simulate_body(nodes, mesh.faces, params, tets=tets, **run)[:, : len(v)]
