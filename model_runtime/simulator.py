@@ -40,7 +40,9 @@ MAX_SUBSTEPS = 16  # only strong drag needs more than ceil(MODE_CUT / STABLE_STE
 # against the validated reference on the first 49 v2 sequences' 18 pinned and grounded cloth and cut-outs (median
 # rest/model over 2 s: 0.1: 1.97, 0.2: 2.32, 0.3: 2.64, 0.5: 2.89) and checked on the other 23 (0.1: 1.52, 0.3: 2.39,
 # 0.5: 2.72). The cost is stretch the reference does not have (mean edge strain at rest: 0.1: 5-6%, 0.3: 8%, 0.5:
-# 9%; reference 0.2%); beyond 0.3 each point of fidelity costs twice the stretch, so 0.3.
+# 9%; reference 0.2%); beyond 0.3 each point of fidelity costs twice the stretch, so 0.3. Rechecked when the
+# reference's cloth moved to MuJoCo (2026-12-04), on the 61 cloth and cut-outs: 0.2 / 0.3 / 0.5 gave 2.33 / 2.54 /
+# 2.64 on seq 0-74 and 1.86 / 1.92 / 1.93 on seq 75-157, so it stays.
 MEMBRANE_STRAIN = 0.3
 STANDARD_GRAVITY = 9.81
 # Bounds on the stiffness scale of a pinned solid: a body whose decoded deformations barely load it (a latent

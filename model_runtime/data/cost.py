@@ -21,13 +21,14 @@ def measure(seed: int, index: int, config: dict, seconds: float, settings: str |
             damping: float | None = None, vbd: tuple[float, int] | None = None) -> dict:
     """Simulate scene ``index`` for ``seconds``; return its description and CPU s per simulated s.
 
-    ``vbd``: (substeps per second, iterations) for cloth instead of the settings' own."""
+    ``vbd``: (substeps per second, iterations): cloth on VBD at these instead of the settings' own engine."""
     from .reference import DATASET, REFERENCE, simulate_reference
 
     cfg = {**DEFAULT_CONFIG, **config}
     chosen = settings or cfg.get("solver", "dataset")
     if vbd is not None:
-        chosen = replace(REFERENCE if chosen == "reference" else DATASET, substep_rate=vbd[0], iterations=vbd[1])
+        chosen = replace(REFERENCE if chosen == "reference" else DATASET, substep_rate=vbd[0], iterations=vbd[1],
+                         cloth_engine="newton")
     scene = sample_scene(seed, index, cfg)
     params = scene.params
     frames = max(1, round(seconds * params.fps))
@@ -65,7 +66,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=0.5)
     ap.add_argument("--settings", choices=("reference", "dataset"), help="default: the config's solver")
     ap.add_argument("--damping", type=float, help="override the scene's material damping (0: the explicit path)")
-    ap.add_argument("--vbd", help="cloth's VBD substeps per second x iterations, e.g. 1152x32")
+    ap.add_argument("--vbd", help="cloth on VBD at these substeps per second x iterations, e.g. 1152x32")
     args = ap.parse_args(argv)
     config = {}
     if args.config:
