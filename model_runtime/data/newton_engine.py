@@ -90,15 +90,6 @@ def _bending_stiffness(vertices: np.ndarray, faces: np.ndarray, plate_modulus: f
     return 3.0 * plate_modulus * mean_edge_length(vertices, faces) / max(2.0 * tri_area, 1e-30)
 
 
-def cloth_moduli(vertices: np.ndarray, faces: np.ndarray, params: SimParams) -> tuple[float, float, float]:
-    """The cloth's membrane Lame parameters in plane stress (mu h, E h nu / (1 - nu^2), N/m) and Newton's per-edge
-    bending stiffness for a plate of the params' thickness."""
-    h, nu = params.thickness, params.poisson
-    plate = params.stiffness * h**3 / (12.0 * (1.0 - nu**2))
-    return (lame(params.stiffness, nu)[0] * h, params.stiffness * h * nu / (1.0 - nu**2),
-            _bending_stiffness(vertices, faces, plate))
-
-
 def simulate_body(
     vertices: np.ndarray,
     faces: np.ndarray,
@@ -146,7 +137,9 @@ def simulate_body(
         mass = lumped_tet_masses(x0, tets, params.density) if node_mass is None else params.density * node_mass
     else:
         h = params.thickness
-        mu_s, lam_s, k_bend = cloth_moduli(x0, faces, params)
+        plate = params.stiffness * h**3 / (12.0 * (1.0 - params.poisson**2))
+        k_bend = _bending_stiffness(x0, faces, plate)
+        mu_s, lam_s = mu * h, params.stiffness * h * params.poisson / (1.0 - params.poisson**2)  # plane stress
         builder.add_cloth_mesh(pos=wp.vec3(0.0, 0.0, 0.0), rot=ident, scale=1.0, vel=wp.vec3(0.0, 0.0, 0.0),
                                vertices=[wp.vec3(*p) for p in x0], indices=np.asarray(faces, np.int32).reshape(-1),
                                density=params.density * h, tri_ke=mu_s, tri_ka=lam_s, tri_kd=params.damping * mu_s,
