@@ -15,7 +15,8 @@ coordinates; b carries the Coriolis and centrifugal terms)::
     (A^T m A) u' = A^T (f_gravity + f_drag + f_elastic + f_ground - m b)
 
 so kinetic energy uses the mass matrix J^T M J and every force enters as a generalized force through J^T.
-Elastic energy is that of a spring network between query points, calibrated to Young's modulus.
+Elastic energy is that of a spring network between query points, calibrated to Young's modulus (a sheet's springs
+resist shortening less than stretching: Body.compression).
 
 The right-hand side runs in numpy. An evaluation is ~60 array operations on arrays of a few thousand numbers, and
 the ODE takes thousands of evaluations per simulation (~3,400 for a 100-frame cloth), so per-call overhead sets the
@@ -124,6 +125,7 @@ class Body:
     ground: float | None
     ground_k: float  # penalty stiffness per unit mass, 1/s^2
     free: bool
+    compression: float = 1.0  # a shortened spring's stiffness as a fraction of a stretched one's (sheets buckle)
 
     @property
     def size(self) -> float:
@@ -266,7 +268,9 @@ class Dynamics(torch.nn.Module):
         d = z.edge_rest + moved[0]
         length = np.sqrt((d * d).sum(0)).clip(1e-12)  # a spring crushed to a point has no direction
         rate = (d * moved[1]).sum(0) / length
-        tension = z.spring_k * ((length - z.spring_rest) + b_.damping * rate) / length
+        extension = length - z.spring_rest
+        k = z.spring_k if b_.compression == 1.0 else np.where(extension < 0.0, b_.compression * z.spring_k, z.spring_k)
+        tension = k * (extension + b_.damping * rate) / length
         # f_i += tension * d, f_j -= tension * d: on the coefficients, -(Phi_j - Phi_i)^T (tension * d).
         return -(z.edge_phi @ (tension * d).reshape(-1).astype(EDGE_DTYPE)).astype(np.float64)
 
@@ -360,6 +364,7 @@ class Dynamics(torch.nn.Module):
         length = (x[b_.spring_j] - x[b_.spring_i]).norm(dim=1)
         qd = self.state.split(y)[5]
         kinetic = 0.5 * (b_.mass[:, None] * xd * xd).sum() + 0.5 * (b_.added_mass * qd * qd).sum()
-        elastic = 0.5 * (b_.spring_k * (length - b_.spring_rest) ** 2).sum()
+        extension = length - b_.spring_rest
+        elastic = 0.5 * (torch.where(extension < 0, b_.compression, 1.0) * b_.spring_k * extension**2).sum()
         gravitational = -(b_.mass[:, None] * x * b_.gravity).sum()
         return {"kinetic": kinetic.item(), "elastic": elastic.item(), "gravitational": gravitational.item()}

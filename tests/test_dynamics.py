@@ -28,7 +28,9 @@ def pointwise_accelerations(dyn: Dynamics, y: torch.Tensor) -> torch.Tensor:
     d = x[b.spring_j] - x[b.spring_i]
     length = d.norm(dim=1, keepdim=True)
     rate = (d / length * (xd[b.spring_j] - xd[b.spring_i])).sum(1, keepdim=True)
-    fs = b.spring_k[:, None] * ((length - b.spring_rest[:, None]) + b.damping * rate) * d / length
+    extension = length - b.spring_rest[:, None]
+    k = torch.where(extension < 0, b.compression, 1.0) * b.spring_k[:, None]
+    fs = k * (extension + b.damping * rate) * d / length
     f = f.index_add(0, b.spring_i, fs).index_add(0, b.spring_j, -fs)
     if b.ground is not None:
         f = f + torch.from_numpy(dyn.ground_force(x.numpy(), xd.numpy()))

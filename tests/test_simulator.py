@@ -135,7 +135,9 @@ def test_more_drag_leaves_less_kinetic_energy(sim, cloth):
     speeds = []
     for drag in (0.0, 1.0, 4.0):
         out = run(sim, v, f, frames=24, material="cloth", pins=pins, drag=drag)
-        speeds.append(float(((out[-1] - out[-2]) ** 2).sum()))
+        # Kinetic energy summed over the second, not at its last frame: a swinging sheet passes through turning
+        # points, so one frame's speed depends on the phase, which drag shifts.
+        speeds.append(float((np.diff(out, axis=0) ** 2).sum()))
     assert speeds[0] > speeds[1] > speeds[2]
 
 
