@@ -187,14 +187,20 @@ def energy_check(seconds: float = 2.0, fps: float = 480.0) -> Check:
                  absolute=True)
 
 
-def square_cloth(side: float, cells: int) -> tuple[np.ndarray, np.ndarray]:
-    """A flat square grid in the xy-plane, [0, side]^2, each cell split into two triangles."""
-    u = np.linspace(0.0, side, cells + 1)
-    v = np.c_[np.stack(np.meshgrid(u, u, indexing="ij"), -1).reshape(-1, 2), np.zeros((cells + 1) ** 2)]
-    idx = np.arange((cells + 1) ** 2).reshape(cells + 1, cells + 1)
+def sheet_grid(length: float, width: float, cells: int, across: int) -> tuple[np.ndarray, np.ndarray]:
+    """A flat rectangular grid in the xy-plane, [0, length] x [0, width], ``cells`` x ``across`` cells, each split
+    into two triangles."""
+    xs, ys = np.linspace(0.0, length, cells + 1), np.linspace(0.0, width, across + 1)
+    v = np.c_[np.stack(np.meshgrid(xs, ys, indexing="ij"), -1).reshape(-1, 2), np.zeros((cells + 1) * (across + 1))]
+    idx = np.arange(len(v)).reshape(cells + 1, across + 1)
     f = np.concatenate([np.stack([idx[:-1, :-1], idx[1:, :-1], idx[1:, 1:]], -1).reshape(-1, 3),
                         np.stack([idx[:-1, :-1], idx[1:, 1:], idx[:-1, 1:]], -1).reshape(-1, 3)])
     return v, f
+
+
+def square_cloth(side: float, cells: int) -> tuple[np.ndarray, np.ndarray]:
+    """A flat square sheet_grid, [0, side]^2."""
+    return sheet_grid(side, side, cells, cells)
 
 
 def cloth_energy_check(seconds: float = 2.0, pinned: bool = True) -> tuple[Check, dict]:
@@ -232,12 +238,7 @@ def cloth_cantilever(settings, cells: int = 20, stiffness: float = 2e8) -> Check
     as a beam: its free edges let it curl across; plate theory, with 1 - nu^2, would be 9% smaller), L the length
     beyond the clamp. ``cells`` along the strip, a fifth of them across."""
     length, width, thick, density = 0.1, 0.02, 1e-3, 300.0
-    across = max(2, cells // 5)
-    xs, ys = np.linspace(0.0, length, cells + 1), np.linspace(0.0, width, across + 1)
-    v = np.c_[np.stack(np.meshgrid(xs, ys, indexing="ij"), -1).reshape(-1, 2), np.zeros((cells + 1) * (across + 1))]
-    idx = np.arange(len(v)).reshape(cells + 1, across + 1)
-    f = np.concatenate([np.stack([idx[:-1, :-1], idx[1:, :-1], idx[1:, 1:]], -1).reshape(-1, 3),
-                        np.stack([idx[:-1, :-1], idx[1:, 1:], idx[:-1, 1:]], -1).reshape(-1, 3)])
+    v, f = sheet_grid(length, width, cells, max(2, cells // 5))
     cell = length / cells
     pins = np.nonzero(v[:, 0] <= cell + 1e-12)[0]
     pos, _ = _run(v, f, settings, frames=72, fps=24, stiffness=stiffness, density=density, poisson=0.3,
