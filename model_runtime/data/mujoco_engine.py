@@ -18,7 +18,15 @@ import numpy as np
 
 from ..errors import Cancelled, SimulationError
 from ..params import SimParams
-from .newton_engine import TET_EDGES, lame, lumped_tet_masses, lumped_triangle_masses, signed_tet_volumes
+from .newton_engine import (
+    TET_EDGES,
+    fill_loose_masses,
+    lame,
+    lumped_tet_masses,
+    lumped_triangle_masses,
+    membrane_moduli,
+    signed_tet_volumes,
+)
 
 # Two integrators:
 # - MuJoCo's Euler, semi-implicit (symplectic) for elastic forces and implicit for joint damping (our drag). It
@@ -189,8 +197,7 @@ def cloth_energy(rest: np.ndarray, faces: np.ndarray, positions: np.ndarray, par
     rest = np.asarray(rest, np.float64)
     faces = np.asarray(faces, np.int64)
     x = np.asarray(positions, np.float64)
-    h, nu = params.thickness, params.poisson
-    mu_s, lam_s = lame(params.stiffness, nu)[0] * h, params.stiffness * h * nu / (1.0 - nu**2)
+    mu_s, lam_s = membrane_moduli(params)
     a, b, c = (rest[faces[:, k]] for k in range(3))
     e1, e2 = b - a, c - a
     u = e1 / np.linalg.norm(e1, axis=1, keepdims=True)
@@ -291,8 +298,7 @@ def simulate_cloth(
     x0 = np.asarray(vertices, np.float64)
     faces = np.asarray(faces, np.int64)
     mass = lumped_triangle_masses(x0, faces, params.density * params.thickness)
-    loose = mass <= 0.0  # vertices of no triangle: a typical mass, so they fall freely
-    mass[loose] = float(np.mean(mass[~loose])) if (~loose).any() else 1.0
+    fill_loose_masses(mass)
     pinned = np.unique(np.asarray(params.pins, np.int64))
     integrator, rate = choose_cloth_integrator(x0, faces, params)
     return _with_retries(lambda steps: _run(x0, faces, params, mass, None, pinned, None, steps, integrator, progress,

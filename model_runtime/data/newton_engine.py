@@ -51,6 +51,18 @@ def lame(stiffness: float, poisson: float) -> tuple[float, float]:
     return mu, lam
 
 
+def membrane_moduli(params: SimParams) -> tuple[float, float]:
+    """A sheet's Lame parameters in plane stress per unit width (N/m): mu h and E h nu / (1 - nu^2)."""
+    h, nu = params.thickness, params.poisson
+    return lame(params.stiffness, nu)[0] * h, params.stiffness * h * nu / (1.0 - nu**2)
+
+
+def fill_loose_masses(mass: np.ndarray) -> None:
+    """In place: vertices of no triangle/tet carry no mass; give them a typical one so they fall freely."""
+    loose = mass <= 0.0
+    mass[loose] = float(np.mean(mass[~loose])) if (~loose).any() else 1.0
+
+
 TET_EDGES = ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3))  # local vertex pairs of a tetrahedron's six edges
 
 
@@ -127,9 +139,9 @@ def simulate_body(
     else:
         edge = mean_edge_length(x0, faces)
     radius = 0.1 * edge
-    mu, lam = lame(params.stiffness, params.poisson)
     ident = wp.quat_identity()
     if tets is not None:
+        mu, lam = lame(params.stiffness, params.poisson)
         builder.add_soft_mesh(pos=wp.vec3(0.0, 0.0, 0.0), rot=ident, scale=1.0, vel=wp.vec3(0.0, 0.0, 0.0),
                               vertices=[wp.vec3(*p) for p in x0], indices=np.asarray(tets, np.int32).reshape(-1),
                               density=params.density, k_mu=mu, k_lambda=lam, k_damp=params.damping * mu,
@@ -139,7 +151,7 @@ def simulate_body(
         h = params.thickness
         plate = params.stiffness * h**3 / (12.0 * (1.0 - params.poisson**2))
         k_bend = _bending_stiffness(x0, faces, plate)
-        mu_s, lam_s = mu * h, params.stiffness * h * params.poisson / (1.0 - params.poisson**2)  # plane stress
+        mu_s, lam_s = membrane_moduli(params)
         builder.add_cloth_mesh(pos=wp.vec3(0.0, 0.0, 0.0), rot=ident, scale=1.0, vel=wp.vec3(0.0, 0.0, 0.0),
                                vertices=[wp.vec3(*p) for p in x0], indices=np.asarray(faces, np.int32).reshape(-1),
                                density=params.density * h, tri_ke=mu_s, tri_ka=lam_s, tri_kd=params.damping * mu_s,
@@ -147,8 +159,7 @@ def simulate_body(
         mass = lumped_triangle_masses(x0, faces, params.density * h)
     if len(builder.particle_mass) != n:
         raise SimulationError(f"Newton built {len(builder.particle_mass)} particles for {n} vertices")
-    loose = mass <= 0.0  # vertices of no triangle/tet carry no mass: give them a typical one so they fall freely
-    mass[loose] = float(np.mean(mass[~loose])) if (~loose).any() else 1.0
+    fill_loose_masses(mass)
     if node_mass is not None:  # embedded nodes barely inside the body: a floor keeps them from being stiff-and-massless
         mass = np.maximum(mass, 0.02 * float(np.mean(mass)))
     mass[np.asarray(params.pins if pinned is None else pinned, np.int64)] = 0.0  # zero mass = kinematic: pinned

@@ -24,7 +24,7 @@ from .mujoco_engine import (
 )
 from .newton_engine import lumped_triangle_masses
 from .reference import REFERENCE, SolverSettings, build_cage, lattice_cell, simulate_reference, tetrahedralize
-from .shapes import box_surface
+from .shapes import box_surface, grid_sheet
 
 G = 9.81
 
@@ -188,14 +188,9 @@ def energy_check(seconds: float = 2.0, fps: float = 480.0) -> Check:
 
 
 def sheet_grid(length: float, width: float, cells: int, across: int) -> tuple[np.ndarray, np.ndarray]:
-    """A flat rectangular grid in the xy-plane, [0, length] x [0, width], ``cells`` x ``across`` cells, each split
-    into two triangles."""
-    xs, ys = np.linspace(0.0, length, cells + 1), np.linspace(0.0, width, across + 1)
-    v = np.c_[np.stack(np.meshgrid(xs, ys, indexing="ij"), -1).reshape(-1, 2), np.zeros((cells + 1) * (across + 1))]
-    idx = np.arange(len(v)).reshape(cells + 1, across + 1)
-    f = np.concatenate([np.stack([idx[:-1, :-1], idx[1:, :-1], idx[1:, 1:]], -1).reshape(-1, 3),
-                        np.stack([idx[:-1, :-1], idx[1:, 1:], idx[:-1, 1:]], -1).reshape(-1, 3)])
-    return v, f
+    """shapes.grid_sheet moved to [0, length] x [0, width], so pins and tips are picked by exact coordinates."""
+    v, f = grid_sheet(cells, across, length, width)
+    return v + [length / 2, width / 2, 0.0], f
 
 
 def square_cloth(side: float, cells: int) -> tuple[np.ndarray, np.ndarray]:
