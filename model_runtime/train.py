@@ -7,6 +7,8 @@ points, and minimize the summed squared displacement error + kl_weight * KL(q ||
 Free bodies have their rigid motion removed from the targets (best-fit rotation and translation per frame):
 the simulator moves them rigidly with explicit coordinates, so the latent only has to carry deformation.
 Multi-process training: ``torchrun --nproc_per_node N -m model_runtime train --config ...`` (gloo on CPU).
+Fine-tuning: a config's ``init`` names weights to start from (their architecture wins over ``model``); the
+stiffness calibration fitted to those weights is dropped, so ``python -m model_runtime calibrate`` must follow.
 """
 
 import json
@@ -22,12 +24,13 @@ import torch.distributed as dist
 
 from .model import ModelConfig, NeuROK
 from .progress import ProgressBar
-from .weights import save_model
+from .weights import load_model, read_info, save_model
 
 DEFAULTS = {
     "data": "data/neurok-v1",
     "out": "runs/neurok",
     "model": {},
+    "init": None,  # weights (.safetensors) to start from instead of random ones (fine-tuning); its config wins
     "seed": 0,
     "steps": 20000,
     "batch_size": 16,
@@ -188,8 +191,13 @@ def train(config_path: str, resume: bool = False) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg["seed"])
     rng = np.random.default_rng([cfg["seed"], rank])
-    model_cfg = ModelConfig(**cfg["model"])
-    model = NeuROK(model_cfg)
+    if cfg["init"]:
+        model = load_model(cfg["init"]).train()
+        model.calibration = {}  # fitted to the old weights: `python -m model_runtime calibrate` fits it anew
+        model_cfg = model.cfg
+    else:
+        model_cfg = ModelConfig(**cfg["model"])
+        model = NeuROK(model_cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
     step, elapsed = 0, 0.0
     ckpt = out / "checkpoint.pt"
@@ -242,8 +250,10 @@ def train(config_path: str, resume: bool = False) -> Path:
     if rank == 0:
         bar.close()
         _checkpoint(model, opt, step, time.time() - start, out)
-        save_model(model, out / "neurok.safetensors", {"steps": step, "wall_minutes": (time.time() - start) / 60,
-                                                       "data": cfg["data"], "seed": cfg["seed"]})
+        info = {"steps": step, "wall_minutes": (time.time() - start) / 60, "data": cfg["data"], "seed": cfg["seed"]}
+        if cfg["init"]:
+            info["init"] = {"weights": str(cfg["init"]), **read_info(cfg["init"])}
+        save_model(model, out / "neurok.safetensors", info)
         print(f"saved {out / 'neurok.safetensors'} after {step} steps")
     if distributed:
         dist.destroy_process_group()

@@ -9,7 +9,7 @@ import torch
 from model_runtime.data.format import save_sequence
 from model_runtime.data.shapes import grid_sheet
 from model_runtime.train import kabsch, load_config, train
-from model_runtime.weights import load_model
+from model_runtime.weights import load_model, read_info, save_model
 
 CONFIG = "configs/train_tiny.json"
 
@@ -53,6 +53,23 @@ def test_short_training_reduces_loss_and_resumes(tiny_config):
     steps = [json.loads(line)["step"] for line in open(f"{cfg['out']}/log.jsonl")]
     assert steps[-1] == cfg["steps"] and max(steps[: len(log)]) < steps[-1]
     assert torch.load(f"{cfg['out']}/checkpoint.pt", weights_only=True)["step"] == cfg["steps"]
+
+
+def test_fine_tuning_starts_from_the_given_weights(tiny_config, tmp_path):
+    path, cfg = tiny_config
+    trained = load_model(train(str(path)))
+    trained.calibration = {"locking": {"coefficient": 1.0, "exponent": 1.0}}
+    save_model(trained, tmp_path / "trained.safetensors", {"steps": cfg["steps"]})
+
+    # A vanishing learning rate: the tuned weights must be the given ones, not a fresh initialization.
+    tuned_cfg = {**cfg, "init": str(tmp_path / "trained.safetensors"), "out": str(tmp_path / "tuned"), "steps": 2,
+                 "lr": 1e-12, "min_lr": 1e-12, "model": {}}  # the architecture comes from the weights
+    (tmp_path / "tuned.json").write_text(json.dumps(tuned_cfg))
+    tuned = train(str(tmp_path / "tuned.json"))
+    expected = trained.state_dict()
+    assert all(torch.allclose(t, expected[k], atol=1e-6) for k, t in load_model(tuned).state_dict().items())
+    assert load_model(tuned).calibration == {}  # fitted to the old weights, so not carried over
+    assert read_info(tuned)["init"]["steps"] == cfg["steps"]
 
 
 def test_kabsch_recovers_a_rigid_motion():
