@@ -7,7 +7,7 @@ points, and minimize the summed squared displacement error + kl_weight * KL(q ||
 Free bodies have their rigid motion removed from the targets (best-fit rotation and translation per frame):
 the simulator moves them rigidly with explicit coordinates, so the latent only has to carry deformation.
 Multi-process training: ``torchrun --nproc_per_node N -m model_runtime train --config ...`` (gloo on CPU).
-Fine-tuning: a config's ``init`` names weights to start from (their architecture wins over ``model``); the
+Fine-tuning: a config's ``init`` names weights to start from, with their architecture (no ``model`` key); the
 stiffness calibration fitted to those weights is dropped, so ``python -m model_runtime calibrate`` must follow.
 """
 
@@ -30,7 +30,7 @@ DEFAULTS = {
     "data": "data/neurok-v1",
     "out": "runs/neurok",
     "model": {},
-    "init": None,  # weights (.safetensors) to start from instead of random ones (fine-tuning); its config wins
+    "init": None,  # weights (.safetensors) to start from instead of random ones (fine-tuning), with their architecture
     "seed": 0,
     "steps": 20000,
     "batch_size": 16,
@@ -59,6 +59,9 @@ def load_config(path: str) -> dict:
     unknown = set(user) - set(DEFAULTS)
     if unknown:
         raise ValueError(f"{path}: unknown config keys {sorted(unknown)}")
+    if user.get("init") and user.get("model"):
+        raise ValueError(f"{path}: 'init' and 'model' exclude each other (fine-tuning keeps the architecture of "
+                         "the weights it starts from)")
     return {**DEFAULTS, **user}
 
 

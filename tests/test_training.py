@@ -71,6 +71,10 @@ def test_fine_tuning_starts_from_the_given_weights(tiny_config, tmp_path):
     assert load_model(tuned).calibration == {}  # fitted to the old weights, so not carried over
     assert read_info(tuned)["init"]["steps"] == cfg["steps"]
 
+    (tmp_path / "both.json").write_text(json.dumps({**tuned_cfg, "model": cfg["model"]}))
+    with pytest.raises(ValueError, match="exclude each other"):
+        load_config(str(tmp_path / "both.json"))
+
 
 def test_kabsch_recovers_a_rigid_motion():
     rng = np.random.default_rng(0)
