@@ -190,6 +190,7 @@ class _Arrays:
     edge_rest: np.ndarray  # (3, E)
     edge_phi: np.ndarray  # (P, 3E), EDGE_DTYPE
     spring_k: np.ndarray
+    spring_k_short: np.ndarray  # a shortened spring's stiffness, spring_k * Body.compression
     spring_rest: np.ndarray
     gravity: np.ndarray
     gravity_coeffs: np.ndarray  # sum_k m_k Phi_k^T g (P,)
@@ -234,7 +235,8 @@ class Dynamics(torch.nn.Module):
             edge_rest=(body.rest[body.spring_j] - body.rest[body.spring_i]).T.contiguous().numpy(),
             edge_phi=np.ascontiguousarray((phi3[body.spring_j] - phi3[body.spring_i]).permute(2, 1, 0)
                                           .reshape(p, -1).numpy(), dtype=EDGE_DTYPE),
-            spring_k=body.spring_k.numpy(), spring_rest=body.spring_rest.numpy(),
+            spring_k=body.spring_k.numpy(), spring_k_short=(body.compression * body.spring_k).numpy(),
+            spring_rest=body.spring_rest.numpy(),
             gravity=body.gravity.numpy(),
             gravity_coeffs=(body.phi.T @ (body.mass[:, None] * body.gravity).reshape(-1)).numpy(),
             first_moment=(body.mass[:, None, None] * phi3).sum(0).numpy())
@@ -269,7 +271,7 @@ class Dynamics(torch.nn.Module):
         length = np.sqrt((d * d).sum(0)).clip(1e-12)  # a spring crushed to a point has no direction
         rate = (d * moved[1]).sum(0) / length
         extension = length - z.spring_rest
-        k = z.spring_k if b_.compression == 1.0 else np.where(extension < 0.0, b_.compression * z.spring_k, z.spring_k)
+        k = z.spring_k if b_.compression == 1.0 else np.where(extension < 0.0, z.spring_k_short, z.spring_k)
         tension = k * (extension + b_.damping * rate) / length
         # f_i += tension * d, f_j -= tension * d: on the coefficients, -(Phi_j - Phi_i)^T (tension * d).
         return -(z.edge_phi @ (tension * d).reshape(-1).astype(EDGE_DTYPE)).astype(np.float64)
