@@ -101,6 +101,13 @@ def total_area(mesh: Mesh) -> float:
     return float(face_areas(mesh).sum())
 
 
+def edge_strain(positions: np.ndarray, faces: np.ndarray) -> np.ndarray:
+    """(T, E) relative change of each undirected edge's length in positions (T, V, 3) from its length in frame 0."""
+    e = np.unique(np.sort(np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]]), axis=1), axis=0)
+    length = np.linalg.norm(positions[:, e[:, 0]] - positions[:, e[:, 1]], axis=-1)
+    return length / np.maximum(length[0], 1e-12) - 1.0
+
+
 def is_closed(mesh: Mesh) -> bool:
     """True when every edge is shared by exactly two faces (a watertight, edge-manifold surface)."""
     f = mesh.faces
