@@ -16,13 +16,17 @@ coordinates; b carries the Coriolis and centrifugal terms)::
 
 so kinetic energy uses the mass matrix J^T M J and every force enters as a generalized force through J^T.
 Elastic energy is that of a spring network between query points, calibrated to Young's modulus (a sheet's springs
-resist shortening less than stretching: Body.compression).
+resist shortening less than stretching: Body.compression). Mass scaling adds kinetic energy: 1/2 q'^T diag(a) q'
+on a solid's modal coordinates (Body.added_mass), or 1/2 sum mu L'^2 on a sheet's springs' length rates
+(Body.spring_inertia), whose Euler-Lagrange term is J_L^T mu L'' with J_L = dL/dq.
 
 The right-hand side runs in numpy. An evaluation is ~60 array operations on arrays of a few thousand numbers, and
 the ODE takes thousands of evaluations per simulation (~3,400 for a 100-frame cloth), so per-call overhead sets the
 speed: the same arithmetic took ~200 us per evaluation in numpy against ~450 us in torch (with no_grad or
-inference_mode) on this project's 2-core CPU. torchdiffeq still integrates it (Dynamics.forward takes and returns
-tensors). The point-wise kinematics stay in torch: energies, initial velocities and the tests use them.
+inference_mode) on this project's 2-core CPU. The one exception is the product with the spring-edge fields, the
+largest operand, which torch's kernels run several times faster than numpy's BLAS (_Arrays.edge_phi). torchdiffeq
+still integrates it (Dynamics.forward takes and returns tensors). The point-wise kinematics stay in torch:
+energies, initial velocities and the tests use them.
 """
 
 from collections.abc import Callable
@@ -37,7 +41,7 @@ from .model import CoefficientMLP
 DTYPE = torch.float64
 # Spring-edge fields and their products in float32: the products' rounding (~1e-7 of an edge's relative
 # displacement) is far below the ODE's tolerance, and these fields (~2 MB in float64 at 256 query points, read
-# twice an evaluation) are the one operand whose memory traffic shows in an evaluation's cost.
+# once or twice an evaluation) are the operand whose memory traffic shows in an evaluation's cost.
 EDGE_DTYPE = np.float32
 CANCEL_CHECK_EVERY = 10  # right-hand side evaluations (a few ms each) between cancel checks
 
@@ -113,7 +117,7 @@ class Body:
     center: torch.Tensor  # (3,) centre of mass at rest
     phi: torch.Tensor  # (3N, P) basis fields in metres per unit coefficient
     latent: LatentMap  # a(q), with z = U q in the reduced latent basis U (modal coordinates at rest)
-    added_mass: torch.Tensor  # (r,) modal mass added to modes above the frame rate's reach
+    added_mass: torch.Tensor  # (r,) modal mass added at rest to modes above the frame rate's reach (mass scaling)
     mass: torch.Tensor  # (N,) kg
     spring_i: torch.Tensor
     spring_j: torch.Tensor
@@ -126,6 +130,10 @@ class Body:
     ground_k: float  # penalty stiffness per unit mass, 1/s^2
     free: bool
     compression: float = 1.0  # a shortened spring's stiffness as a fraction of a stretched one's (sheets buckle)
+    # Mass scaling in any configuration (kg per spring, or None): inertia on each spring's rate of change of length.
+    # Proportional to the spring's stiffness, it slows every mode of the network as omega / sqrt(1 + (omega /
+    # omega_cut)^2), wherever the body is, and only motions that stretch springs (see simulator.build_body).
+    spring_inertia: torch.Tensor | None = None
 
     @property
     def size(self) -> float:
@@ -188,10 +196,13 @@ class _Arrays:
     inertia: np.ndarray  # B = Phi^T m Phi (P, P)
     added: np.ndarray  # (r, r)
     edge_rest: np.ndarray  # (3, E)
-    edge_phi: np.ndarray  # (P, 3E), EDGE_DTYPE
+    # Edge fields (P, 3E), EDGE_DTYPE, as a torch tensor: the products with them run in torch, whose kernels took
+    # 23 us for the (3, P) x (P, 3E) product that numpy's BLAS took 133 us for (P = 64, E = 1800).
+    edge_phi: torch.Tensor
     spring_k: np.ndarray
     spring_k_short: np.ndarray  # a shortened spring's stiffness, spring_k * Body.compression
     spring_rest: np.ndarray
+    spring_inertia: np.ndarray | None  # (E,)
     gravity: np.ndarray
     gravity_coeffs: np.ndarray  # sum_k m_k Phi_k^T g (P,)
     first_moment: np.ndarray  # sum_k m_k Phi_k (3, P)
@@ -202,7 +213,7 @@ class Dynamics(torch.nn.Module):
 
     It solves the equations of the module docstring, (A^T m A) u' = A^T f, without forming A (3N x n):
 
-    - drag f = -c m x' gives A^T f = -c (A^T m A) u: the mass matrix (without the added modal mass) times u;
+    - drag f = -c m x' gives A^T f = -c (A^T m A) u: the mass matrix times u (with the stretch inertia: below);
     - springs: an edge's length depends only on the body frame, d = d0 + (Phi_j - Phi_i) a, and a central force
       pair exerts no net force or torque, so springs act on the deformation coordinates alone, through the edge
       fields precomputed per body;
@@ -226,6 +237,7 @@ class Dynamics(torch.nn.Module):
         self.should_cancel = should_cancel
         n, p = len(body.rest), body.phi.shape[1]
         phi3 = body.phi.view(n, 3, p)
+        edge_phi = (phi3[body.spring_j] - phi3[body.spring_i]).permute(2, 1, 0).reshape(p, -1).contiguous()
         self.arrays = _Arrays(
             rest=body.rest.numpy(), center=body.center.numpy(), phi=body.phi.numpy(), phi3=phi3.numpy(),
             mass=body.mass.numpy()[:, None], total_mass=float(body.mass.sum()),
@@ -233,10 +245,10 @@ class Dynamics(torch.nn.Module):
             added=torch.diag(body.added_mass).numpy(),
             # Edge vectors (3, E) and their fields (P, 3E), coordinate-major so per-edge arithmetic runs on rows.
             edge_rest=(body.rest[body.spring_j] - body.rest[body.spring_i]).T.contiguous().numpy(),
-            edge_phi=np.ascontiguousarray((phi3[body.spring_j] - phi3[body.spring_i]).permute(2, 1, 0)
-                                          .reshape(p, -1).numpy(), dtype=EDGE_DTYPE),
+            edge_phi=torch.from_numpy(edge_phi.numpy().astype(EDGE_DTYPE)),
             spring_k=body.spring_k.numpy(), spring_k_short=(body.compression * body.spring_k).numpy(),
             spring_rest=body.spring_rest.numpy(),
+            spring_inertia=None if body.spring_inertia is None else body.spring_inertia.numpy(),
             gravity=body.gravity.numpy(),
             gravity_coeffs=(body.phi.T @ (body.mass[:, None] * body.gravity).reshape(-1)).numpy(),
             first_moment=(body.mass[:, None, None] * phi3).sum(0).numpy())
@@ -263,18 +275,45 @@ class Dynamics(torch.nn.Module):
         bias = (torch.linalg.cross(w.expand(n, 3), wy) + 2 * torch.linalg.cross(w.expand(n, 3), yd) + bias) @ R.T
         return x, xd, A.reshape(3 * n, -1), bias
 
-    def spring_force(self, a: np.ndarray, ad: np.ndarray) -> np.ndarray:
-        """Generalized force of the spring network on the coefficients (P,), given a and its rate ad."""
+    def springs(self, a: np.ndarray, ad: np.ndarray, c2: np.ndarray, G: np.ndarray):
+        """The spring network at coefficients a with rate ad (G = da/dq, c2 = d2a/dq2[q', q']): its generalized force
+        on q (r,), with its stretch inertia's velocity-dependent term, and its stretch inertia's mass matrix (r, r;
+        0 without one)."""
         z, b_ = self.arrays, self.body
-        moved = (np.stack([a, ad]).astype(EDGE_DTYPE) @ z.edge_phi).astype(np.float64).reshape(2, 3, -1)
-        d = z.edge_rest + moved[0]
+        stretch_inertia = z.spring_inertia is not None
+        # Edge vectors' displacement, rate and (with stretch inertia) bias acceleration, and the Jacobian of the
+        # displacement, (rows, 3, E), in one product.
+        vectors = np.stack([a, ad, c2]) if stretch_inertia else np.stack([a, ad])
+        rows = np.concatenate([vectors, G.T]) if stretch_inertia else vectors
+        moved = (torch.from_numpy(rows.astype(EDGE_DTYPE)) @ z.edge_phi).numpy().reshape(len(rows), 3, -1)
+        change = moved[:len(vectors)].astype(np.float64)
+        d = z.edge_rest + change[0]
         length = np.sqrt((d * d).sum(0)).clip(1e-12)  # a spring crushed to a point has no direction
-        rate = (d * moved[1]).sum(0) / length
+        unit = d / length
+        rate = (unit * change[1]).sum(0)
         extension = length - z.spring_rest
         k = z.spring_k if b_.compression == 1.0 else np.where(extension < 0.0, z.spring_k_short, z.spring_k)
-        tension = k * (extension + b_.damping * rate) / length
-        # f_i += tension * d, f_j -= tension * d: on the coefficients, -(Phi_j - Phi_i)^T (tension * d).
-        return -(z.edge_phi @ (tension * d).reshape(-1).astype(EDGE_DTYPE)).astype(np.float64)
+        tension = k * (extension + b_.damping * rate)
+        if not stretch_inertia:
+            # f_i += tension * unit, f_j -= tension * unit: on the coefficients, -(Phi_j - Phi_i)^T (tension * unit).
+            force = (z.edge_phi @ torch.from_numpy((tension * unit).reshape(-1).astype(EDGE_DTYPE))).numpy()
+            return -(G.T @ force), 0.0
+        # J_L = dL/dq = unit^T (Phi_j - Phi_i) G, (r, E): the same projection for the spring forces and the stretch
+        # inertia, whose Euler-Lagrange term is J_L^T mu L'' with L'' = J_L q'' + bias.
+        jac = np.einsum("rce,ce->re", moved[len(vectors):], unit.astype(EDGE_DTYPE))
+        bias = (unit * change[2]).sum(0) + ((change[1] ** 2).sum(0) - rate**2) / length
+        jac = jac.astype(np.float64)  # the sums over springs in float32 left accelerations 2-7% off
+        mu_jac = z.spring_inertia * jac
+        return -(jac @ tension) - mu_jac @ bias, mu_jac @ jac.T
+
+    def _deformation_mass(self, G: np.ndarray, stretch) -> np.ndarray:
+        """The mass matrix on q (r, r): the points' G^T B G, with mass scaling's modal and stretch inertia."""
+        return G.T @ (self.arrays.inertia @ G) + self.arrays.added + stretch
+
+    def latent_mass(self, q: np.ndarray) -> np.ndarray:
+        """The mass matrix on q (r, r) at deformation coordinates q."""
+        a, G, c2 = self.body.latent.with_derivatives(q, np.zeros_like(q))
+        return self._deformation_mass(G, self.springs(a, np.zeros_like(a), c2, G)[1])
 
     def ground_force(self, x: np.ndarray, xd: np.ndarray) -> np.ndarray:
         """Penalty contact, critically damped in the normal direction, with viscous friction tangentially (N, 3)."""
@@ -307,6 +346,7 @@ class Dynamics(torch.nn.Module):
             q, qd = state[:r], state[r:]
         a, G, c2 = b_.latent.with_derivatives(q, qd)
         ad = G @ qd
+        Qs, Ms = self.springs(a, ad, c2, G)  # on q
         if b_.free:
             y, f = self._point_forces(a, ad, c2, R, pos, v, w)
             Qa = z.phi.T @ f.reshape(-1)
@@ -315,13 +355,12 @@ class Dynamics(torch.nn.Module):
             Qa = z.phi.T @ f.reshape(-1)
         else:  # gravity and the inertial term of a fixed frame project through the fields' mass moments
             Qa = z.gravity_coeffs - z.inertia @ c2
-        Qa = Qa + self.spring_force(a, ad)  # generalized force on the coefficients a
-        # With the added mass (slowed modes). Drag acts on it too, so a slowed mode decays at the drag rate as the
-        # real one does: on the mass without it, it decayed (1 + added) times slower, and a stiff pinned body rang
-        # for seconds where the reference had settled within a quarter of one.
-        Mqq = G.T @ (z.inertia @ G) + z.added
+        # With the stretch inertia (slowed modes). Drag acts on it too, so a slowed mode decays at the drag rate as
+        # the real one does: on the mass without it, a mode slowed by added mass a decayed 1 + a times slower, and
+        # a stiff pinned body rang for seconds where the reference had settled within a quarter of one.
+        Mqq = self._deformation_mass(G, Ms)
         if not b_.free:
-            rhs = G.T @ Qa - b_.drag * (Mqq @ qd)
+            rhs = G.T @ Qa + Qs - b_.drag * (Mqq @ qd)
             return np.concatenate([qd, np.linalg.solve(Mqq, rhs)])
         # Mass matrix blocks over u = (v world, w body, q'): A = [I, -R [y]x, R Phi G] per point.
         n = len(y)
@@ -336,7 +375,7 @@ class Dynamics(torch.nn.Module):
                       [Mvw.T, np.trace(second) * np.eye(3) - second, Mwq],
                       [Mvq.T, Mwq.T, Mqq]])
         u = np.concatenate([v, w, qd])
-        Q = np.concatenate([R @ f.sum(0), np.cross(y, f).sum(0), G.T @ Qa]) - b_.drag * (M @ u)
+        Q = np.concatenate([R @ f.sum(0), np.cross(y, f).sum(0), G.T @ Qa + Qs]) - b_.drag * (M @ u)
         return np.concatenate([v, quat_derivative(quat, w), qd, np.linalg.solve(M, Q)])
 
     def _point_forces(self, a, ad, c2, R=None, pos=None, v=None, w=None):
@@ -363,9 +402,13 @@ class Dynamics(torch.nn.Module):
         """Kinetic, elastic and gravitational energy (J) of a state; used by checks of energy conservation."""
         b_ = self.body
         x, xd, _, _ = self.kinematics(y)
-        length = (x[b_.spring_j] - x[b_.spring_i]).norm(dim=1)
+        d = x[b_.spring_j] - x[b_.spring_i]
+        length = d.norm(dim=1)
+        length_rate = (d * (xd[b_.spring_j] - xd[b_.spring_i])).sum(1) / length
         qd = self.state.split(y)[5]
         kinetic = 0.5 * (b_.mass[:, None] * xd * xd).sum() + 0.5 * (b_.added_mass * qd * qd).sum()
+        if b_.spring_inertia is not None:
+            kinetic = kinetic + 0.5 * (b_.spring_inertia * length_rate**2).sum()
         extension = length - b_.spring_rest
         elastic = 0.5 * (torch.where(extension < 0, b_.compression, 1.0) * b_.spring_k * extension**2).sum()
         gravitational = -(b_.mass[:, None] * x * b_.gravity).sum()

@@ -32,6 +32,11 @@ QUERY_POINTS = 256
 ANCHOR_POINTS = 32
 VERTEX_CHUNK = 8192
 NEIGHBOURS = 10
+# A sheet's points join fewer neighbours (a flat triangulation has six): its springs also carry the stretch inertia
+# (Body.spring_inertia), whose Jacobian costs an evaluation in proportion to their number. On v2's cloth and
+# cut-outs (rollout over 2 s, mean error in diagonals, seq 0-74 / 75-157) 10 gave 0.0915 / 0.0899, 7 gave
+# 0.0923 / 0.0922 and 6 gave 0.0939 / 0.0954; 7 took a 10,000-vertex pinned cloth's 100 frames from 2.2 to 1.7 s.
+SHEET_NEIGHBOURS = 7
 PIN_RADIUS = 0.05  # fraction of the diagonal over which the pin correction fades out
 MODE_CUT = 2 * math.pi / 6  # omega * frame time above which modes are slowed (a period shorter than 6 frames)
 STABLE_STEP = 0.3  # omega * step for RK4: stable to 2.8, but it loses ~(omega step)^6 / 72 of the energy per step
@@ -239,13 +244,15 @@ def _hold_pins(vertices, pins, queries, phi_q, phi_v, scale):
 
 
 def _spring_graph(points: np.ndarray, rng: np.random.Generator, solid: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Undirected edges: each point to its NEIGHBOURS nearest and, for solids, a few longer ones so they resist
-    bending through their interior rather than acting as hollow shells. Open surfaces get no long springs: a
-    chord across a sheet shortens when the sheet bends, which would make cloth stiff as a board."""
+    """Undirected edges: each point to its NEIGHBOURS nearest (SHEET_NEIGHBOURS on open surfaces) and, for solids, a
+    few longer ones so they resist bending through their interior rather than acting as hollow shells. Open surfaces
+    get no long springs: a chord across a sheet shortens when the sheet bends, which would make cloth stiff as a
+    board."""
     d = np.linalg.norm(points[:, None] - points[None], axis=-1)
     np.fill_diagonal(d, np.inf)
-    near = np.argsort(d, axis=1)[:, :NEIGHBOURS]
-    i = np.repeat(np.arange(len(points)), NEIGHBOURS)
+    count = NEIGHBOURS if solid else SHEET_NEIGHBOURS
+    near = np.argsort(d, axis=1)[:, :count]
+    i = np.repeat(np.arange(len(points)), count)
     j = near.reshape(-1)
     far_i, far_j = [], []
     for a in range(len(points) if solid else 0):
@@ -290,12 +297,23 @@ def build_body(enc: Encoding, p: SimParams, coeff: CoefficientMLP, locking: dict
     U, omega, shapes = _reduced_basis(coeff, code, phi, mass, d / length[:, None], si, sj, k_spring)
     factor = _stiffness_factor(enc, p, rest, mass, shapes, omega, locking)
     k_spring, omega = k_spring * factor, omega * math.sqrt(factor)  # the mode shapes do not depend on a scale of K
-    # Mass scaling: modes faster than the frame rate can show get extra modal mass that slows them to omega_cut.
-    # Their static deflection (which depends only on stiffness) is kept exactly; only their unseeable high-frequency
-    # ringing is slowed, and the explicit step stays affordable.
+    # Mass scaling: modes faster than the frame rate can show get extra inertia that slows them to about omega_cut.
+    # Static deflection (which depends only on stiffness) is kept exactly; only unseeable high-frequency ringing is
+    # slowed, and the steps stay affordable. A solid, which deforms little, gets modal mass at rest that slows
+    # exactly the modes above omega_cut. A sheet's large swing runs through latent directions that are stiff modes
+    # at rest, and that constant modal mass held it back; a sheet gets inertia k / omega_cut^2 on each spring's rate
+    # of change of length instead, which slows a mode as omega / sqrt(1 + (omega / omega_cut)^2) in any
+    # configuration and leaves motion that stretches no spring alone. Measured on v2's pinned cloth and cut-outs
+    # (rollout over 2 s, mean error in diagonals, seq 0-74 / 75-157): modal mass 0.110 / 0.118, stretch inertia
+    # 0.092 / 0.090. On solids the stretch inertia slowed their slower modes too and fit the reference worse (19
+    # of the first 24 pinned or grounded ones, 4 better).
     omega_cut = MODE_CUT / dt
-    added_mass = ((omega / omega_cut) ** 2 - 1.0).clamp_min(0.0)
-    omega_max = min(float(omega.max()), omega_cut)
+    if enc.closed:
+        added_mass, spring_inertia = ((omega / omega_cut) ** 2 - 1.0).clamp_min(0.0), None
+        omega_max = min(float(omega.max()), omega_cut)
+    else:
+        added_mass, spring_inertia = torch.zeros_like(omega), torch.full_like(length, k_spring / omega_cut**2)
+        omega_max = float((omega / (1.0 + (omega / omega_cut) ** 2).sqrt()).max())
     ground_omega = 2.0 * omega_cut if p.ground is not None else 0.0
     rate = max(omega_max, p.drag, ground_omega, p.damping * omega_max**2)
     substeps = int(min(MAX_SUBSTEPS, max(1, math.ceil(rate * dt / STABLE_STEP))))
@@ -310,7 +328,8 @@ def build_body(enc: Encoding, p: SimParams, coeff: CoefficientMLP, locking: dict
     body = Body(rest=rest, center=com, phi=phi, latent=LatentMap(coeff, code, U), added_mass=added_mass, mass=mass,
                 spring_i=si, spring_j=sj, spring_rest=length, spring_k=torch.full_like(length, k_spring),
                 damping=damping, drag=p.drag, gravity=torch.as_tensor(p.gravity, dtype=DTYPE), ground=p.ground,
-                ground_k=ground_k, free=not enc.pinned, compression=1.0 if enc.closed else SHEET_COMPRESSION)
+                ground_k=ground_k, free=not enc.pinned, compression=1.0 if enc.closed else SHEET_COMPRESSION,
+                spring_inertia=spring_inertia)
     return Plan(body, substeps, factor, rigid)
 
 
@@ -569,11 +588,13 @@ def _initial_state(dyn: Dynamics, p: SimParams) -> torch.Tensor:
     target = v0 + torch.linalg.cross(w0.expand_as(x), x - body.center)
     m3 = body.mass.repeat_interleave(3)[:, None]
     u = torch.linalg.solve(A.T @ (m3 * A), A.T @ (m3[:, 0] * target.reshape(-1)))
-    # A mode slowed by mass scaling (added mass a, so omega_cut = omega / sqrt(1 + a)) would turn its velocity into
-    # an amplitude sqrt(1 + a) times too large, and 1 + a times the energy: a stiff pinned body thrown at 1 m/s
-    # swung 10x further than the reference (v2 seq 20). Scaling its velocity by 1 / sqrt(1 + a) keeps both.
+    # A mode slowed by mass scaling (added modal mass a, so it runs at omega / sqrt(1 + a)) would turn its velocity
+    # into an amplitude sqrt(1 + a) times too large, and 1 + a times the energy: a stiff pinned body thrown at 1 m/s
+    # swung 10x further than the reference (v2 seq 20). Scaling its velocity by 1 / sqrt(1 + a) keeps both. At rest
+    # the modal coordinates are M-orthonormal and the added inertia is diagonal in them (a stretch inertia too: it
+    # and the stiffness are both J_L^T J_L times a constant), so 1 + a is the mass matrix's diagonal.
     if r:
-        u[-r:] = u[-r:] / torch.sqrt(1.0 + body.added_mass)
+        u[-r:] = u[-r:] / torch.from_numpy(np.diag(dyn.latent_mass(np.zeros(r))).copy()).sqrt()
     y[len(pos):] = u
     return y
 
