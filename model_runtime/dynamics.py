@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from scipy.linalg import lapack
 
 from .errors import Cancelled
 from .model import CoefficientMLP
@@ -100,6 +101,14 @@ class LatentMap:
         c2 = dd2 * (w2j1 @ qd) ** 2 + d2 * x2[:, 1]
         out = w3 @ np.concatenate([a2[:, None], c2[:, None], d2[:, None] * w2j1], 1)
         return out[:, 0] + b3 - g0, out[:, 2:], out[:, 1]
+
+
+def _solve_mass(M: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """M^-1 b for a mass matrix M (symmetric positive definite) by LAPACK's Cholesky solver, called directly: numpy's
+    general solver spent ~30 us per call on checks around a 2 us solve. A matrix that is not numerically positive
+    definite goes to the general solver, which raises LinAlgError if it is singular."""
+    _, x, info = lapack.dposv(M, b)
+    return x if info == 0 else np.linalg.solve(M, b)
 
 
 def _silu_derivatives(h: np.ndarray):
@@ -252,6 +261,9 @@ class Dynamics(torch.nn.Module):
             gravity=body.gravity.numpy(),
             gravity_coeffs=(body.phi.T @ (body.mass[:, None] * body.gravity).reshape(-1)).numpy(),
             first_moment=(body.mass[:, None, None] * phi3).sum(0).numpy())
+        # The coefficient rows multiplied by the edge fields at every evaluation (springs), and a tensor view of them.
+        self._rows = np.empty((2 if body.spring_inertia is None else 3 + body.n_latent, p), EDGE_DTYPE)
+        self._rows_t = torch.from_numpy(self._rows)
 
     def kinematics(self, y):
         """Positions x (N,3), velocities x' (N,3), the velocity Jacobian A (3N, n) and bias acceleration b (N,3):
@@ -283,14 +295,17 @@ class Dynamics(torch.nn.Module):
         stretch_inertia = z.spring_inertia is not None
         # Edge vectors' displacement, rate and (with stretch inertia) bias acceleration, and the Jacobian of the
         # displacement, (rows, 3, E), in one product.
-        vectors = np.stack([a, ad, c2]) if stretch_inertia else np.stack([a, ad])
-        rows = np.concatenate([vectors, G.T]) if stretch_inertia else vectors
-        moved = (torch.from_numpy(rows.astype(EDGE_DTYPE)) @ z.edge_phi).numpy().reshape(len(rows), 3, -1)
-        change = moved[:len(vectors)].astype(np.float64)
-        d = z.edge_rest + change[0]
-        length = np.sqrt((d * d).sum(0)).clip(1e-12)  # a spring crushed to a point has no direction
+        rows = self._rows
+        rows[0], rows[1] = a, ad
+        if stretch_inertia:
+            rows[2], rows[3:] = c2, G.T
+        moved = (self._rows_t @ z.edge_phi).numpy().reshape(len(rows), 3, -1)
+        change = moved[:3 if stretch_inertia else 2].astype(np.float64)
+        d = change[0]
+        d += z.edge_rest
+        length = np.sqrt(np.einsum("ce,ce->e", d, d)).clip(1e-12)  # a spring crushed to a point has no direction
         unit = d / length
-        rate = (unit * change[1]).sum(0)
+        rate = np.einsum("ce,ce->e", unit, change[1])
         extension = length - z.spring_rest
         k = z.spring_k if b_.compression == 1.0 else np.where(extension < 0.0, z.spring_k_short, z.spring_k)
         tension = k * (extension + b_.damping * rate)
@@ -300,11 +315,11 @@ class Dynamics(torch.nn.Module):
             return -(G.T @ force), 0.0
         # J_L = dL/dq = unit^T (Phi_j - Phi_i) G, (r, E): the same projection for the spring forces and the stretch
         # inertia, whose Euler-Lagrange term is J_L^T mu L'' with L'' = J_L q'' + bias.
-        jac = np.einsum("rce,ce->re", moved[len(vectors):], unit.astype(EDGE_DTYPE))
-        bias = (unit * change[2]).sum(0) + ((change[1] ** 2).sum(0) - rate**2) / length
+        jac = np.einsum("rce,ce->re", moved[3:], unit.astype(EDGE_DTYPE))
         jac = jac.astype(np.float64)  # the sums over springs in float32 left accelerations 2-7% off
-        mu_jac = z.spring_inertia * jac
-        return -(jac @ tension) - mu_jac @ bias, mu_jac @ jac.T
+        bias = (np.einsum("ce,ce->e", unit, change[2])
+                + (np.einsum("ce,ce->e", change[1], change[1]) - rate * rate) / length)
+        return -(jac @ (tension + z.spring_inertia * bias)), (z.spring_inertia * jac) @ jac.T
 
     def _deformation_mass(self, G: np.ndarray, stretch) -> np.ndarray:
         """The mass matrix on q (r, r): the points' G^T B G, with mass scaling's modal and stretch inertia."""
@@ -361,7 +376,7 @@ class Dynamics(torch.nn.Module):
         Mqq = self._deformation_mass(G, Ms)
         if not b_.free:
             rhs = G.T @ Qa + Qs - b_.drag * (Mqq @ qd)
-            return np.concatenate([qd, np.linalg.solve(Mqq, rhs)])
+            return np.concatenate([qd, _solve_mass(Mqq, rhs)])
         # Mass matrix blocks over u = (v world, w body, q'): A = [I, -R [y]x, R Phi G] per point.
         n = len(y)
         my = z.mass * y
@@ -376,7 +391,7 @@ class Dynamics(torch.nn.Module):
                       [Mvq.T, Mwq.T, Mqq]])
         u = np.concatenate([v, w, qd])
         Q = np.concatenate([R @ f.sum(0), np.cross(y, f).sum(0), G.T @ Qa + Qs]) - b_.drag * (M @ u)
-        return np.concatenate([v, quat_derivative(quat, w), qd, np.linalg.solve(M, Q)])
+        return np.concatenate([v, quat_derivative(quat, w), qd, _solve_mass(M, Q)])
 
     def _point_forces(self, a, ad, c2, R=None, pos=None, v=None, w=None):
         """Body-frame query positions y (N, 3) and the forces on them (N, 3), expressed in the body frame: gravity,

@@ -216,7 +216,7 @@ def run_states(sim, vertices, faces, p: SimParams):
     enc = sim.encode(mesh, p.pins)
     with torch.no_grad():
         plan = build_body(enc, p, sim.coeff, sim.locking)
-        states = integrate(plan.body, p, plan.substeps, DEFAULT_METHOD, lambda *a: None, None)
+        states = integrate(plan, p, DEFAULT_METHOD, lambda *a: None, None)
         positions = decode_frames(enc, plan, states)
         dyn = Dynamics(plan.body)
         energy = [dyn.energy(y) for y in states]

@@ -180,7 +180,7 @@ def test_energy_is_conserved_without_drag_or_damping(sim, cloth):
     v, f, pins = cloth
     p = make_params(frames=48, fps=FPS, num_vertices=len(v), material="cloth", pins=pins, drag=0.0, damping=0.0)
     plan = build_body(sim.encode(validate(v, f), p.pins), p, sim.coeff, sim.locking)
-    states = integrate(plan.body, p, plan.substeps, DEFAULT_METHOD, lambda *a: None, None)
+    states = integrate(plan, p, DEFAULT_METHOD, lambda *a: None, None)
     dyn = Dynamics(plan.body)
     energies = np.array([sum(dyn.energy(y).values()) for y in states])
     swing = max(abs(dyn.energy(y)["gravitational"] - dyn.energy(states[0])["gravitational"]) for y in states)
