@@ -6,7 +6,9 @@ points, and minimize the summed squared displacement error + kl_weight * KL(q ||
 
 Free bodies have their rigid motion removed from the targets (best-fit rotation and translation per frame):
 the simulator moves them rigidly with explicit coordinates, so the latent only has to carry deformation.
-Multi-process training: ``torchrun --nproc_per_node N -m model_runtime train --config ...`` (gloo on CPU).
+The config's ``device`` picks where it runs: "auto" (a CUDA GPU when torch sees one, else the CPU), "cpu" or
+"cuda[:N]". Multi-process training: ``torchrun --nproc_per_node N -m model_runtime train --config ...`` (gloo on
+the CPU, NCCL on GPUs, one GPU per process by LOCAL_RANK).
 Fine-tuning: a config's ``init`` names weights to start from, with their architecture (no ``model`` key); the
 stiffness calibration fitted to those weights is dropped, so ``python -m model_runtime calibrate`` must follow.
 """
@@ -49,7 +51,8 @@ DEFAULTS = {
     "ckpt_every": 250,
     "max_sequences": None,
     "max_minutes": None,
-    "threads": None,
+    "threads": None,  # CPU threads per process (torch's default when None)
+    "device": "auto",
 }
 
 
@@ -129,7 +132,8 @@ def sample_points(shape: Shape, frame: int, n: int, rng: np.random.Generator):
     return x, pin, d
 
 
-def make_batch(shapes: list[Shape], cfg: dict, rng: np.random.Generator, augment: bool = True):
+def make_batch(shapes: list[Shape], cfg: dict, rng: np.random.Generator, augment: bool = True,
+               device: torch.device | None = None):
     cols = [[] for _ in range(6)]
     for i in rng.integers(len(shapes), size=cfg["batch_size"]):
         shape = shapes[i]
@@ -140,7 +144,7 @@ def make_batch(shapes: list[Shape], cfg: dict, rng: np.random.Generator, augment
             cols[offset].append(x @ R.T)
             cols[offset + 1].append(pin)
             cols[offset + 2].append(d @ R.T)
-    return [torch.as_tensor(np.stack(c)) for c in cols]
+    return [torch.as_tensor(np.stack(c), device=device) for c in cols]
 
 
 def losses(model, batch, n_ref: int):
@@ -164,9 +168,10 @@ def validate(model: NeuROK, shapes: list[Shape], cfg: dict, seed: int = 1234) ->
     """Validation loss and mean displacement error (fraction of the diagonal) on a fixed set of samples."""
     model.eval()
     rng = np.random.default_rng(seed)
+    device = next(model.parameters()).device
     rec, kls, err, base = [], [], [], []
     for _ in range(max(1, 256 // cfg["batch_size"])):
-        batch = make_batch(shapes, cfg, rng, cfg["augment"])
+        batch = make_batch(shapes, cfg, rng, cfg["augment"], device)
         pts, pin, disp, q, q_pin, q_disp = batch
         tokens, mu_cond, code = model.prior(pts, pin)
         mu, _ = model.posterior(pts, pin, disp, tokens)
@@ -181,12 +186,29 @@ def validate(model: NeuROK, shapes: list[Shape], cfg: dict, seed: int = 1234) ->
             "val_rest_baseline": np.mean(base)}
 
 
+def pick_device(name: str, local_rank: int = 0) -> torch.device:
+    """The config's device: "auto" is CUDA when torch sees a GPU, else the CPU; a plain "cuda" is this process's GPU
+    (LOCAL_RANK under torchrun)."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"the config asks for device {name!r}, but this torch ({torch.__version__}) sees no CUDA "
+                             "GPU; use \"auto\" or \"cpu\"")
+        if name == "cuda":
+            name = f"cuda:{local_rank}"
+    return torch.device(name)
+
+
 def train(config_path: str, resume: bool = False) -> Path:
     cfg = load_config(config_path)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    device = pick_device(cfg["device"], int(os.environ.get("LOCAL_RANK", "0")))
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     rank = 0
     if distributed:
-        dist.init_process_group("gloo")
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
         rank = dist.get_rank()
     if cfg["threads"]:
         torch.set_num_threads(cfg["threads"])
@@ -201,16 +223,18 @@ def train(config_path: str, resume: bool = False) -> Path:
     else:
         model_cfg = ModelConfig(**cfg["model"])
         model = NeuROK(model_cfg)
+    model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
     step, elapsed = 0, 0.0
     ckpt = out / "checkpoint.pt"
     if resume and ckpt.exists():
-        state = torch.load(ckpt, weights_only=True)  # tensors and plain containers only: no pickled code
+        state = torch.load(ckpt, weights_only=True, map_location=device)  # tensors and containers: no pickled code
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         step, elapsed = int(state["step"]), float(state["elapsed"])
         rng = np.random.default_rng([cfg["seed"], rank, step])
-    net = torch.nn.parallel.DistributedDataParallel(model) if distributed else model
+    gpus = [device.index] if device.type == "cuda" else None
+    net = torch.nn.parallel.DistributedDataParallel(model, device_ids=gpus) if distributed else model
 
     t_load = time.time()
     train_shapes = load_shapes(cfg["data"], "train", cfg["max_sequences"])
@@ -219,7 +243,7 @@ def train(config_path: str, resume: bool = False) -> Path:
         raise FileNotFoundError(f"no training sequences under {cfg['data']}")
     if rank == 0:
         print(f"{len(train_shapes)} train / {len(val_shapes)} val sequences loaded in {time.time() - t_load:.0f}s, "
-              f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
+              f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, on {device}")
         (out / "config.json").write_text(json.dumps({**cfg, "model": model_cfg.to_dict()}, indent=2) + "\n")
     log = open(out / "log.jsonl", "a") if rank == 0 else None
     bar = ProgressBar("train") if rank == 0 else None
@@ -230,7 +254,7 @@ def train(config_path: str, resume: bool = False) -> Path:
             break
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg)
-        recon, kl = losses(net, make_batch(train_shapes, cfg, rng, cfg["augment"]), cfg["query_points"])
+        recon, kl = losses(net, make_batch(train_shapes, cfg, rng, cfg["augment"], device), cfg["query_points"])
         beta = cfg["kl_weight"] * min(1.0, (step + 1) / cfg["kl_warmup_steps"])
         loss = recon + beta * kl
         opt.zero_grad(set_to_none=True)
@@ -253,7 +277,8 @@ def train(config_path: str, resume: bool = False) -> Path:
     if rank == 0:
         bar.close()
         _checkpoint(model, opt, step, time.time() - start, out)
-        info = {"steps": step, "wall_minutes": (time.time() - start) / 60, "data": cfg["data"], "seed": cfg["seed"]}
+        info = {"steps": step, "wall_minutes": (time.time() - start) / 60, "data": cfg["data"], "seed": cfg["seed"],
+                "device": str(device)}
         if cfg["init"]:
             info["init"] = {"weights": str(cfg["init"]), **read_info(cfg["init"])}
         save_model(model, out / "neurok.safetensors", info)

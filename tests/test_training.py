@@ -8,7 +8,7 @@ import torch
 
 from model_runtime.data.format import save_sequence
 from model_runtime.data.shapes import grid_sheet
-from model_runtime.train import kabsch, load_config, train
+from model_runtime.train import kabsch, load_config, pick_device, train
 from model_runtime.weights import load_model, read_info, save_model
 
 CONFIG = "configs/train_tiny.json"
@@ -46,6 +46,7 @@ def test_short_training_reduces_loss_and_resumes(tiny_config):
     assert np.mean([r["recon"] for r in log[-10:]]) < 0.6 * np.mean([r["recon"] for r in log[:3]])
     assert log[-1]["val_vertex_error"] < 0.5 * log[-1]["val_rest_baseline"]
     load_model(weights)  # the exported file is a valid, loadable model
+    assert read_info(weights)["device"] == str(pick_device("auto"))
 
     cfg["steps"] += 10
     path.write_text(json.dumps(cfg))
@@ -74,6 +75,15 @@ def test_fine_tuning_starts_from_the_given_weights(tiny_config, tmp_path):
     (tmp_path / "both.json").write_text(json.dumps({**tuned_cfg, "model": cfg["model"]}))
     with pytest.raises(ValueError, match="exclude each other"):
         load_config(str(tmp_path / "both.json"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
+def test_a_gpu_config_without_a_gpu_is_refused_clearly(tiny_config):
+    path, cfg = tiny_config
+    assert pick_device("auto") == torch.device("cpu")
+    path.write_text(json.dumps({**cfg, "device": "cuda"}))
+    with pytest.raises(ValueError, match="sees no CUDA GPU"):
+        train(str(path))
 
 
 def test_kabsch_recovers_a_rigid_motion():
