@@ -23,8 +23,8 @@ on a solid's modal coordinates (Body.added_mass), or 1/2 sum mu L'^2 on a sheet'
 The right-hand side runs in numpy. An evaluation is ~60 array operations on arrays of a few thousand numbers, and
 the ODE takes thousands of evaluations per simulation (~3,400 for a 100-frame cloth), so per-call overhead sets the
 speed: the same arithmetic took ~200 us per evaluation in numpy against ~450 us in torch (with no_grad or
-inference_mode) on this project's 2-core CPU. The one exception is the product with the spring-edge fields, the
-largest operand, which torch's kernels run several times faster than numpy's BLAS (_Arrays.edge_phi). torchdiffeq
+inference_mode) on this project's 2-core CPU. The one exception is a sheet's product of its 19 coefficient rows with the
+spring-edge fields, which torch's kernels run several times faster than numpy's BLAS (Dynamics.springs). torchdiffeq
 still integrates it (Dynamics.forward takes and returns tensors). The point-wise kinematics stay in torch:
 energies, initial velocities and the tests use them.
 """
@@ -205,9 +205,7 @@ class _Arrays:
     inertia: np.ndarray  # B = Phi^T m Phi (P, P)
     added: np.ndarray  # (r, r)
     edge_rest: np.ndarray  # (3, E)
-    # Edge fields (P, 3E), EDGE_DTYPE, as a torch tensor: the products with them run in torch, whose kernels took
-    # 23 us for the (3, P) x (P, 3E) product that numpy's BLAS took 133 us for (P = 64, E = 1800).
-    edge_phi: torch.Tensor
+    edge_phi: np.ndarray  # (P, 3E), EDGE_DTYPE
     spring_k: np.ndarray
     spring_k_short: np.ndarray  # a shortened spring's stiffness, spring_k * Body.compression
     spring_rest: np.ndarray
@@ -254,16 +252,16 @@ class Dynamics(torch.nn.Module):
             added=torch.diag(body.added_mass).numpy(),
             # Edge vectors (3, E) and their fields (P, 3E), coordinate-major so per-edge arithmetic runs on rows.
             edge_rest=(body.rest[body.spring_j] - body.rest[body.spring_i]).T.contiguous().numpy(),
-            edge_phi=torch.from_numpy(edge_phi.numpy().astype(EDGE_DTYPE)),
+            edge_phi=edge_phi.numpy().astype(EDGE_DTYPE),
             spring_k=body.spring_k.numpy(), spring_k_short=(body.compression * body.spring_k).numpy(),
             spring_rest=body.spring_rest.numpy(),
             spring_inertia=None if body.spring_inertia is None else body.spring_inertia.numpy(),
             gravity=body.gravity.numpy(),
             gravity_coeffs=(body.phi.T @ (body.mass[:, None] * body.gravity).reshape(-1)).numpy(),
             first_moment=(body.mass[:, None, None] * phi3).sum(0).numpy())
-        # The coefficient rows multiplied by the edge fields at every evaluation (springs), and a tensor view of them.
+        # The coefficient rows multiplied by the edge fields at every evaluation (springs), and tensor views of both.
         self._rows = np.empty((2 if body.spring_inertia is None else 3 + body.n_latent, p), EDGE_DTYPE)
-        self._rows_t = torch.from_numpy(self._rows)
+        self._rows_t, self._edge_phi_t = torch.from_numpy(self._rows), torch.from_numpy(self.arrays.edge_phi)
 
     def kinematics(self, y):
         """Positions x (N,3), velocities x' (N,3), the velocity Jacobian A (3N, n) and bias acceleration b (N,3):
@@ -299,7 +297,10 @@ class Dynamics(torch.nn.Module):
         rows[0], rows[1] = a, ad
         if stretch_inertia:
             rows[2], rows[3:] = c2, G.T
-        moved = (self._rows_t @ z.edge_phi).numpy().reshape(len(rows), 3, -1)
+        # A sheet's 19 rows took 73 us in numpy's BLAS and 53 us in torch (P = 64, E = 1180); a solid's two rows and
+        # the force's matrix-vector product below took 29 and 12 us in numpy, 29 and 31 us in torch (E = 2422).
+        moved = (self._rows_t @ self._edge_phi_t).numpy() if stretch_inertia else rows @ z.edge_phi
+        moved = moved.reshape(len(rows), 3, -1)
         change = moved[:3 if stretch_inertia else 2].astype(np.float64)
         d = change[0]
         d += z.edge_rest
@@ -311,7 +312,7 @@ class Dynamics(torch.nn.Module):
         tension = k * (extension + b_.damping * rate)
         if not stretch_inertia:
             # f_i += tension * unit, f_j -= tension * unit: on the coefficients, -(Phi_j - Phi_i)^T (tension * unit).
-            force = (z.edge_phi @ torch.from_numpy((tension * unit).reshape(-1).astype(EDGE_DTYPE))).numpy()
+            force = z.edge_phi @ (tension * unit).reshape(-1).astype(EDGE_DTYPE)
             return -(G.T @ force), 0.0
         # J_L = dL/dq = unit^T (Phi_j - Phi_i) G, (r, E): the same projection for the spring forces and the stretch
         # inertia, whose Euler-Lagrange term is J_L^T mu L'' with L'' = J_L q'' + bias.
