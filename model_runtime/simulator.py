@@ -38,7 +38,9 @@ NEIGHBOURS = 10
 # 0.0923 / 0.0922 and 6 gave 0.0939 / 0.0954; 7 took a 10,000-vertex pinned cloth's 100 frames from 2.2 to 1.7 s.
 SHEET_NEIGHBOURS = 7
 PIN_RADIUS = 0.05  # fraction of the diagonal over which the pin correction fades out
-MODE_CUT = 2 * math.pi / 6  # omega * frame time above which modes are slowed (a period shorter than 6 frames)
+# omega * frame time above which modes are slowed (a period shorter than 6 frames): a solid's by modal mass, a sheet's
+# towards it by stretch inertia (build_body)
+MODE_CUT = 2 * math.pi / 6
 STABLE_STEP = 0.3  # omega * step for RK4: stable to 2.8, but it loses ~(omega step)^6 / 72 of the energy per step
 MAX_SUBSTEPS = 16  # only strong drag needs more than ceil(MODE_CUT / STABLE_STEP) = 4
 # Nominal self-weight strain (rho g diagonal / E) a shell's membrane is softened to (see _stiffness_factor). First
