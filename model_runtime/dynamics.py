@@ -18,7 +18,7 @@ so kinetic energy uses the mass matrix J^T M J and every force enters as a gener
 Elastic energy is that of a spring network between query points, calibrated to Young's modulus (a sheet's springs
 resist shortening less than stretching: Body.compression). Mass scaling adds kinetic energy: 1/2 q'^T diag(a) q'
 on a solid's modal coordinates (Body.added_mass), or 1/2 sum mu L'^2 on a sheet's springs' length rates
-(Body.spring_inertia), whose Euler-Lagrange term is J_L^T mu L'' with J_L = dL/dq.
+(Body.stretch_inertia), whose Euler-Lagrange term is J_L^T mu L'' with J_L = dL/dq.
 
 The right-hand side runs in numpy. An evaluation is ~60 array operations on arrays of a few thousand numbers, and
 the ODE takes thousands of evaluations per simulation (~3,400 for a 100-frame cloth), so per-call overhead sets the
@@ -139,10 +139,10 @@ class Body:
     ground_k: float  # penalty stiffness per unit mass, 1/s^2
     free: bool
     compression: float = 1.0  # a shortened spring's stiffness as a fraction of a stretched one's (sheets buckle)
-    # Mass scaling in any configuration (kg per spring, or None): inertia on each spring's rate of change of length.
-    # Proportional to the spring's stiffness, it slows every mode of the network as omega / sqrt(1 + (omega /
-    # omega_cut)^2), wherever the body is, and only motions that stretch springs (see simulator.build_body).
-    spring_inertia: torch.Tensor | None = None
+    # Mass scaling in any configuration (s^2, or None): each spring carries inertia spring_k * stretch_inertia on its
+    # rate of change of length. Proportional to the stiffness, it slows every mode of the network as omega / sqrt(1 +
+    # omega^2 stretch_inertia), wherever the body is, and only motions that stretch springs (simulator.build_body).
+    stretch_inertia: float | None = None
 
     @property
     def size(self) -> float:
@@ -209,7 +209,7 @@ class _Arrays:
     spring_k: np.ndarray
     spring_k_short: np.ndarray  # a shortened spring's stiffness, spring_k * Body.compression
     spring_rest: np.ndarray
-    spring_inertia: np.ndarray | None  # (E,)
+    spring_inertia: np.ndarray | None  # (E,) kg: spring_k * Body.stretch_inertia
     gravity: np.ndarray
     gravity_coeffs: np.ndarray  # sum_k m_k Phi_k^T g (P,)
     first_moment: np.ndarray  # sum_k m_k Phi_k (3, P)
@@ -255,12 +255,12 @@ class Dynamics(torch.nn.Module):
             edge_phi=edge_phi.numpy().astype(EDGE_DTYPE),
             spring_k=body.spring_k.numpy(), spring_k_short=(body.compression * body.spring_k).numpy(),
             spring_rest=body.spring_rest.numpy(),
-            spring_inertia=None if body.spring_inertia is None else body.spring_inertia.numpy(),
+            spring_inertia=None if body.stretch_inertia is None else body.stretch_inertia * body.spring_k.numpy(),
             gravity=body.gravity.numpy(),
             gravity_coeffs=(body.phi.T @ (body.mass[:, None] * body.gravity).reshape(-1)).numpy(),
             first_moment=(body.mass[:, None, None] * phi3).sum(0).numpy())
         # The coefficient rows multiplied by the edge fields at every evaluation (springs), and tensor views of both.
-        self._rows = np.empty((2 if body.spring_inertia is None else 3 + body.n_latent, p), EDGE_DTYPE)
+        self._rows = np.empty((2 if body.stretch_inertia is None else 3 + body.n_latent, p), EDGE_DTYPE)
         self._rows_t, self._edge_phi_t = torch.from_numpy(self._rows), torch.from_numpy(self.arrays.edge_phi)
 
     def kinematics(self, y):
@@ -423,8 +423,8 @@ class Dynamics(torch.nn.Module):
         length_rate = (d * (xd[b_.spring_j] - xd[b_.spring_i])).sum(1) / length
         qd = self.state.split(y)[5]
         kinetic = 0.5 * (b_.mass[:, None] * xd * xd).sum() + 0.5 * (b_.added_mass * qd * qd).sum()
-        if b_.spring_inertia is not None:
-            kinetic = kinetic + 0.5 * (b_.spring_inertia * length_rate**2).sum()
+        if b_.stretch_inertia is not None:
+            kinetic = kinetic + 0.5 * b_.stretch_inertia * (b_.spring_k * length_rate**2).sum()
         extension = length - b_.spring_rest
         elastic = 0.5 * (torch.where(extension < 0, b_.compression, 1.0) * b_.spring_k * extension**2).sum()
         gravitational = -(b_.mass[:, None] * x * b_.gravity).sum()

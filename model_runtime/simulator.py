@@ -33,7 +33,7 @@ ANCHOR_POINTS = 32
 VERTEX_CHUNK = 8192
 NEIGHBOURS = 10
 # A sheet's points join fewer neighbours (a flat triangulation has six): its springs also carry the stretch inertia
-# (Body.spring_inertia), whose Jacobian costs an evaluation in proportion to their number. On v2's cloth and
+# (Body.stretch_inertia), whose Jacobian costs an evaluation in proportion to their number. On v2's cloth and
 # cut-outs (rollout over 2 s, mean error in diagonals, seq 0-74 / 75-157) 10 gave 0.0915 / 0.0899, 7 gave
 # 0.0923 / 0.0922 and 6 gave 0.0939 / 0.0954; 7 took a 10,000-vertex pinned cloth's 100 frames from 2.2 to 1.7 s.
 SHEET_NEIGHBOURS = 7
@@ -78,7 +78,7 @@ MIN_STIFFNESS_FACTOR, MAX_STIFFNESS_FACTOR = 1e-3, 10.0
 # energy best (0.10% / 0.13%) but took 24,458 evaluations on that cloth: the kink of the sheets' compression
 # (Body.compression) breaks the smoothness its order relies on, as ground contact does.
 RTOL, ATOL = 5e-5, 1e-7  # adaptive methods: state error per step
-# Sheets, whose mass scaling follows their springs (Body.spring_inertia), at 1e-4: over 5 s without drag or damping
+# Sheets, whose mass scaling follows their springs (Body.stretch_inertia), at 1e-4: over 5 s without drag or damping
 # the cloth strip drifted 0.49% at 5e-5, 1.0% at 1e-4 and 1.9% at 2e-4, a pinned 0.5 m square 0.19%, 0.15% and 2.1%
 # (2026-12-05); at 1e-4 the v2 cloth and cut-outs' rollout error was unchanged (0.0920 / 0.0923 of the diagonal on
 # seq 0-74 / 75-157, against 0.0923 / 0.0922) for 15% fewer evaluations on the 10k-vertex cloth.
@@ -317,10 +317,10 @@ def build_body(enc: Encoding, p: SimParams, coeff: CoefficientMLP, locking: dict
     # of the first 24 pinned or grounded ones, 4 better).
     omega_cut = MODE_CUT / dt
     if enc.closed:
-        added_mass, spring_inertia = ((omega / omega_cut) ** 2 - 1.0).clamp_min(0.0), None
+        added_mass, stretch_inertia = ((omega / omega_cut) ** 2 - 1.0).clamp_min(0.0), None
         omega_max = min(float(omega.max()), omega_cut)
     else:
-        added_mass, spring_inertia = torch.zeros_like(omega), torch.full_like(length, k_spring / omega_cut**2)
+        added_mass, stretch_inertia = torch.zeros_like(omega), 1.0 / omega_cut**2
         omega_max = float((omega / (1.0 + (omega / omega_cut) ** 2).sqrt()).max())
     ground_omega = 2.0 * omega_cut if p.ground is not None else 0.0
     rate = max(omega_max, p.drag, ground_omega, p.damping * omega_max**2)
@@ -337,7 +337,7 @@ def build_body(enc: Encoding, p: SimParams, coeff: CoefficientMLP, locking: dict
                 spring_i=si, spring_j=sj, spring_rest=length, spring_k=torch.full_like(length, k_spring),
                 damping=damping, drag=p.drag, gravity=torch.as_tensor(p.gravity, dtype=DTYPE), ground=p.ground,
                 ground_k=ground_k, free=not enc.pinned, compression=1.0 if enc.closed else SHEET_COMPRESSION,
-                spring_inertia=spring_inertia)
+                stretch_inertia=stretch_inertia)
     return Plan(body, substeps, factor, rigid, RTOL if enc.closed else SHEET_RTOL)
 
 

@@ -43,11 +43,11 @@ def pointwise_accelerations(dyn: Dynamics, y: torch.Tensor) -> torch.Tensor:
     dxd = xd[b.spring_j] - xd[b.spring_i]
     length_bias = ((unit * (bias[b.spring_j] - bias[b.spring_i])).sum(1)
                    + ((dxd**2).sum(1) - rate[:, 0] ** 2) / length[:, 0])
-    mu = torch.zeros_like(length[:, 0]) if b.spring_inertia is None else b.spring_inertia
+    mu = torch.zeros_like(length[:, 0]) if b.stretch_inertia is None else b.stretch_inertia * b.spring_k
     added = jac.T @ (mu[:, None] * jac)
     r = b.n_latent
     added[-r:, -r:] += torch.diag(b.added_mass)
-    u = torch.linalg.solve(M, A.T @ (m * xd).reshape(-1))  # the generalized velocities of this state
+    u = y[dyn.state.pos_size:]  # the generalized velocities (v, w, q') that A multiplies
     Q = A.T @ f.reshape(-1) - jac.T @ (mu * length_bias) - b.drag * added @ u
     return torch.linalg.solve(M + added, Q)
 
