@@ -1,0 +1,137 @@
+"""Hyperelastic material laws, in SI units, shared by the learned dynamics and the reference simulator.
+
+One law, two discretizations: the latent dynamics evaluates these on deformations the decoder carries, the
+reference on its own finite elements, so the two are compared on the same physics.
+
+* Solids: stable Neo-Hookean (Smith, de Goes and Kim 2018, in the form of Kim and Eberle's "Dynamic Deformables"),
+  well-posed through compression and inversion, with Lame parameters reparametrized so that its small-strain limit
+  is linear elasticity with the user's E and Poisson ratio.
+* Sheets: a plane-stress St Venant-Kirchhoff membrane on triangles plus discrete-shell bending on their hinges
+  (Grinspun et al. 2003), with the plate's bending modulus D = E h^3 / (12 (1 - nu^2)).
+
+Everything takes and returns torch tensors (float64), batched over leading dimensions; numpy callers wrap their
+arrays with ``torch.from_numpy`` (no copy).
+"""
+
+import torch
+
+# Levi-Civita symbol: the second derivative of det(F) is eps_ikm eps_jln F_mn.
+_EPS = torch.zeros(3, 3, 3, dtype=torch.float64)
+for _i, _j, _k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
+    _EPS[_i, _j, _k], _EPS[_i, _k, _j] = 1.0, -1.0
+
+
+def lame(stiffness: float, poisson: float) -> tuple[float, float]:
+    """Lame parameters (mu, lambda) in Pa from Young's modulus (Pa) and Poisson ratio."""
+    mu = stiffness / (2.0 * (1.0 + poisson))
+    lam = stiffness * poisson / ((1.0 + poisson) * (1.0 - 2.0 * poisson))
+    return mu, lam
+
+
+def _snh_constants(mu: float, lam: float) -> tuple[float, float]:
+    """The law's (lambda', alpha): lambda' = lambda + mu matches linear elasticity at small strain, and
+    alpha = 1 + mu / lambda' makes the rest state stress-free."""
+    lam_s = lam + mu
+    return lam_s, 1.0 + mu / lam_s
+
+
+def cofactor(F: torch.Tensor) -> torch.Tensor:
+    """dJ/dF = J F^-T, computed from cross products of F's columns so that it exists for singular F."""
+    c0, c1, c2 = F[..., :, 0], F[..., :, 1], F[..., :, 2]
+    return torch.stack([torch.linalg.cross(c1, c2), torch.linalg.cross(c2, c0), torch.linalg.cross(c0, c1)], -1)
+
+
+def neo_hookean_energy(F: torch.Tensor, mu: float, lam: float) -> torch.Tensor:
+    """Stable Neo-Hookean energy density (J/m^3) of deformation gradients F (..., 3, 3); zero at any rotation."""
+    lam_s, alpha = _snh_constants(mu, lam)
+    ic = (F * F).sum((-2, -1))
+    J = torch.linalg.det(F)
+    return 0.5 * mu * (ic - 3.0) + 0.5 * lam_s * ((J - alpha) ** 2 - (1.0 - alpha) ** 2)
+
+
+def neo_hookean_stress(F: torch.Tensor, mu: float, lam: float) -> torch.Tensor:
+    """First Piola-Kirchhoff stress P = dPsi/dF (Pa), (..., 3, 3)."""
+    lam_s, alpha = _snh_constants(mu, lam)
+    cof = cofactor(F)
+    J = (F[..., :, 0] * cof[..., :, 0]).sum(-1)
+    return mu * F + (lam_s * (J - alpha))[..., None, None] * cof
+
+
+def neo_hookean_stress_derivative(F: torch.Tensor, mu: float, lam: float) -> torch.Tensor:
+    """dP/dF (Pa), (..., 3, 3, 3, 3) indexed [i, j, k, l] = d P_ij / d F_kl. Indefinite under large compression;
+    an implicit solver projects it (see ``project_psd``)."""
+    lam_s, alpha = _snh_constants(mu, lam)
+    cof = cofactor(F)
+    J = (F[..., :, 0] * cof[..., :, 0]).sum(-1)
+    eye = torch.eye(3, dtype=F.dtype)
+    hess_j = torch.einsum("ikm,jln,...mn->...ijkl", _EPS.to(F.dtype), _EPS.to(F.dtype), F)
+    return (mu * torch.einsum("ik,jl->ijkl", eye, eye)
+            + lam_s * torch.einsum("...ij,...kl->...ijkl", cof, cof)
+            + (lam_s * (J - alpha))[..., None, None, None, None] * hess_j)
+
+
+def project_psd(H: torch.Tensor) -> torch.Tensor:
+    """The nearest positive semi-definite matrices (negative eigenvalues clamped to zero), batched (..., n, n)."""
+    w, V = torch.linalg.eigh(0.5 * (H + H.transpose(-1, -2)))
+    return (V * w.clamp_min(0.0)[..., None, :]) @ V.transpose(-1, -2)
+
+
+def plane_stress_moduli(stiffness: float, poisson: float, thickness: float) -> tuple[float, float]:
+    """A sheet's membrane moduli per unit width (N/m): (mu h, E h nu / (1 - nu^2))."""
+    mu, _ = lame(stiffness, poisson)
+    return mu * thickness, stiffness * thickness * poisson / (1.0 - poisson**2)
+
+
+def bending_modulus(stiffness: float, poisson: float, thickness: float) -> float:
+    """A plate's bending modulus D = E h^3 / (12 (1 - nu^2)), N m."""
+    return stiffness * thickness**3 / (12.0 * (1.0 - poisson**2))
+
+
+def membrane_energy(F: torch.Tensor, mu_h: float, lam_h: float) -> torch.Tensor:
+    """Plane-stress St Venant-Kirchhoff energy per unit rest area (J/m^2) of a sheet's in-plane deformation
+    gradients F (..., 3, 2), with the moduli per unit width of ``plane_stress_moduli``."""
+    E = 0.5 * (F.transpose(-1, -2) @ F - torch.eye(2, dtype=F.dtype))
+    tr = E[..., 0, 0] + E[..., 1, 1]
+    return mu_h * (E * E).sum((-2, -1)) + 0.5 * lam_h * tr**2
+
+
+def hinges(faces) -> torch.Tensor:
+    """(H, 4) hinges of a triangulation: the two vertices of each interior edge shared by exactly two triangles,
+    then the vertex opposite it in each triangle."""
+    faces = torch.as_tensor(faces, dtype=torch.int64)
+    if not len(faces):
+        return torch.zeros(0, 4, dtype=torch.int64)
+    edges, opposite = [], []
+    for a, b, c in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
+        edges.append(torch.stack([faces[:, a], faces[:, b]], 1))
+        opposite.append(faces[:, c])
+    edges, opposite = torch.cat(edges), torch.cat(opposite)
+    key = torch.sort(edges, 1).values
+    _, inverse, counts = torch.unique(key, dim=0, return_inverse=True, return_counts=True)
+    order = torch.argsort(inverse, stable=True)
+    shared = counts[inverse[order]] == 2
+    first = order[shared][0::2]
+    second = order[shared][1::2]
+    return torch.stack([edges[first, 0], edges[first, 1], opposite[first], opposite[second]], 1)
+
+
+def dihedral_angles(x: torch.Tensor, hinge: torch.Tensor) -> torch.Tensor:
+    """Signed bending angle (rad) at each hinge (H, 4) of positions x (..., V, 3): 0 when flat."""
+    x0, x1, x2, x3 = (x[..., hinge[:, k], :] for k in range(4))
+    e = x1 - x0
+    n1 = torch.linalg.cross(e, x2 - x0)
+    n2 = torch.linalg.cross(x3 - x0, e)
+    unit_e = e / e.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+    sin = (torch.linalg.cross(n1, n2) * unit_e).sum(-1)
+    cos = (n1 * n2).sum(-1)
+    return torch.atan2(sin, cos)
+
+
+def hinge_weights(x: torch.Tensor, hinge: torch.Tensor) -> torch.Tensor:
+    """Discrete-shell weights |e|^2 / A_e at rest (A_e: the two triangles' area), so that the bending energy
+    sum D / 2 w (theta - theta_rest)^2 approximates the plate's D / 2 (2H)^2 per unit area (checked on a rolled
+    plate; the often-quoted 3 |e|^2 / A_e is for A_e a third of that area)."""
+    x0, x1, x2, x3 = (x[hinge[:, k]] for k in range(4))
+    e = x1 - x0
+    area = 0.5 * (torch.linalg.cross(e, x2 - x0).norm(dim=-1) + torch.linalg.cross(x3 - x0, e).norm(dim=-1))
+    return (e * e).sum(-1) / area.clamp_min(1e-300)
