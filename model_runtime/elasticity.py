@@ -41,11 +41,18 @@ def cofactor(F: torch.Tensor) -> torch.Tensor:
     return torch.stack([torch.linalg.cross(c1, c2), torch.linalg.cross(c2, c0), torch.linalg.cross(c0, c1)], -1)
 
 
+def _det(F: torch.Tensor, cof: torch.Tensor | None = None) -> torch.Tensor:
+    """det F as a triple product: a polynomial, so its higher derivatives (torch.func) stay finite at F = I, where
+    torch.linalg.det's backward gave NaN under forward-mode differentiation."""
+    cof = cofactor(F) if cof is None else cof
+    return (F[..., :, 0] * cof[..., :, 0]).sum(-1)
+
+
 def neo_hookean_energy(F: torch.Tensor, mu: float, lam: float) -> torch.Tensor:
     """Stable Neo-Hookean energy density (J/m^3) of deformation gradients F (..., 3, 3); zero at any rotation."""
     lam_s, alpha = _snh_constants(mu, lam)
     ic = (F * F).sum((-2, -1))
-    J = torch.linalg.det(F)
+    J = _det(F)
     return 0.5 * mu * (ic - 3.0) + 0.5 * lam_s * ((J - alpha) ** 2 - (1.0 - alpha) ** 2)
 
 
@@ -53,7 +60,7 @@ def neo_hookean_stress(F: torch.Tensor, mu: float, lam: float) -> torch.Tensor:
     """First Piola-Kirchhoff stress P = dPsi/dF (Pa), (..., 3, 3)."""
     lam_s, alpha = _snh_constants(mu, lam)
     cof = cofactor(F)
-    J = (F[..., :, 0] * cof[..., :, 0]).sum(-1)
+    J = _det(F, cof)
     return mu * F + (lam_s * (J - alpha))[..., None, None] * cof
 
 
@@ -62,7 +69,7 @@ def neo_hookean_stress_derivative(F: torch.Tensor, mu: float, lam: float) -> tor
     an implicit solver projects it (see ``project_psd``)."""
     lam_s, alpha = _snh_constants(mu, lam)
     cof = cofactor(F)
-    J = (F[..., :, 0] * cof[..., :, 0]).sum(-1)
+    J = _det(F, cof)
     eye = torch.eye(3, dtype=F.dtype)
     hess_j = torch.einsum("ikm,jln,...mn->...ijkl", _EPS.to(F.dtype), _EPS.to(F.dtype), F)
     return (mu * torch.einsum("ik,jl->ijkl", eye, eye)

@@ -126,3 +126,10 @@ def test_dihedral_angle_sign_and_value():
     up = float(el.dihedral_angles(folded, hinge))
     folded[3, 2] *= -1
     assert abs(up) == pytest.approx(0.3, rel=1e-9) and float(el.dihedral_angles(folded, hinge)) == pytest.approx(-up)
+
+
+def test_second_derivatives_by_torch_func_are_finite_at_rest_and_match_the_closed_form():
+    F = torch.eye(3, dtype=torch.float64)
+    hess = torch.func.hessian(lambda G: el.neo_hookean_energy(G, MU, LAM))(F)
+    assert torch.isfinite(hess).all()
+    assert torch.allclose(hess, el.neo_hookean_stress_derivative(F, MU, LAM), rtol=1e-10, atol=1e-6)
