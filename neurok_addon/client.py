@@ -11,6 +11,7 @@ import collections
 import itertools
 import os
 import queue
+import re
 import subprocess
 import threading
 import time
@@ -22,6 +23,7 @@ from ..model_runtime import protocol
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # holds model_runtime/
 STDERR_LINES = 20
+MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
 
 
 class WorkerError(Exception):
@@ -193,6 +195,10 @@ class WorkerClient:
         time.sleep(0.05)  # let the stderr thread collect the worker's last words
         details = " | ".join(line for line in self._stderr if line.strip())[-600:]
         self.stop()
+        if missing := MISSING_MODULE.search(details):  # a traceback in one line would bury the one fact that matters
+            raise WorkerError(f"The NeuROK runtime Python {self.python} lacks the module '{missing.group(1)}': press "
+                              "Set up Runtime, or choose a Python that has the runtime requirements, in Edit > "
+                              "Preferences > Add-ons > NeuROK")
         message = f"The NeuROK worker {what}"
         if code not in (None, 0, -9):
             message += f" (exit code {code})"

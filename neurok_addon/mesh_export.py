@@ -1,11 +1,14 @@
 """What Simulate sends: the object's evaluated mesh in world space, its triangles and its pinned vertices."""
 
-from dataclasses import dataclass
+import contextlib
+from dataclasses import dataclass, field
 
 import bpy
 import numpy as np
 
 from .shape_keys import neurok_key_blocks
+
+CACHE_MODIFIER = "NeuROK Cache"  # the Mesh Cache modifier Bake adds; never part of the rest shape
 
 
 class InputError(Exception):
@@ -19,28 +22,50 @@ class ExportedMesh:
     faces: np.ndarray  # (F, 3) int32 triangles
     pins: np.ndarray  # (P,) int32 vertex indices
     matrix_world: np.ndarray  # (4, 4)
+    above_cage: list[str] = field(default_factory=list)  # visible modifiers left out (they change the vertex count)
 
 
-def export(obj: bpy.types.Object, context: bpy.types.Context, pin_group: str) -> ExportedMesh:
-    """Evaluate ``obj`` as the viewport shows it, without any previous NeuROK result mixed in."""
-    # Previous NeuROK keys are muted only while the rest shape is evaluated: it must not include the old motion,
-    # and the scene must stay untouched if the new simulation is cancelled.
-    previous = [kb for kb in neurok_key_blocks(obj) if not kb.mute]
-    for kb in previous:
-        kb.mute = True
+@contextlib.contextmanager
+def _hidden(items, attribute: str):
+    """Set ``attribute`` to True (mute) or False (show_viewport) on ``items`` for the block, then restore it."""
+    value = attribute == "mute"
+    changed = [item for item in items if getattr(item, attribute) != value]
+    for item in changed:
+        setattr(item, attribute, value)
     try:
+        yield
+    finally:
+        for item in changed:
+            setattr(item, attribute, not value)
+
+
+def evaluate(obj: bpy.types.Object, context: bpy.types.Context, hidden_modifiers) -> tuple[np.ndarray, np.ndarray]:
+    with _hidden(hidden_modifiers, "show_viewport"):
         obj_eval = obj.evaluated_get(context.evaluated_depsgraph_get())
         mesh = obj_eval.to_mesh()
         try:
-            local, faces = _geometry(mesh)
+            return _geometry(mesh)
         finally:
             obj_eval.to_mesh_clear()
-    finally:
-        for kb in previous:
-            kb.mute = False
-    if len(local) != len(obj.data.vertices):
-        raise InputError(f"the modifiers change the vertex count ({len(obj.data.vertices)} -> {len(local)}); "
-                          "shape keys need the original vertices: apply or disable those modifiers")
+
+
+def export(obj: bpy.types.Object, context: bpy.types.Context, pin_group: str) -> ExportedMesh:
+    """Evaluate ``obj`` as the viewport shows it, without any previous NeuROK result mixed in.
+
+    Like Blender's Cloth, a stack with modifiers that change the vertex count (Subdivision...) is simulated on its
+    cage: the mesh before the first such modifier, which is what the shape keys deform.
+    """
+    # Previous NeuROK keys and cache are hidden only while the rest shape is evaluated: it must not include the old
+    # motion, and the scene must stay untouched if the new simulation is cancelled.
+    cache = [m for m in obj.modifiers if m.name == CACHE_MODIFIER]
+    visible = [m for m in obj.modifiers if m.show_viewport and m.name != CACHE_MODIFIER]
+    count = len(obj.data.vertices)
+    with _hidden(neurok_key_blocks(obj), "mute"):
+        local, faces = evaluate(obj, context, cache)
+        cut = len(visible)
+        while len(local) != count and cut > 0:  # hide modifiers from the top until the count is the cage's
+            cut -= 1
+            local, faces = evaluate(obj, context, cache + visible[cut:])
     if len(faces) == 0:
         raise InputError("the mesh has no faces to simulate")
     matrix = np.array(obj.matrix_world, dtype=np.float64)
@@ -49,7 +74,8 @@ def export(obj: bpy.types.Object, context: bpy.types.Context, pin_group: str) ->
         raise InputError(f"{obj.name} has a zero (or non-finite) scale: its animation could not be mapped back to "
                          "the object; set every scale axis to a non-zero value")
     world = local @ matrix[:3, :3].T + matrix[:3, 3]
-    return ExportedMesh(local, world, faces, pinned_vertices(obj, pin_group), matrix)
+    above_cage = [m.name for m in visible[cut:]]
+    return ExportedMesh(local, world, faces, pinned_vertices(obj, pin_group), matrix, above_cage)
 
 
 def _geometry(mesh: bpy.types.Mesh) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,5 @@
-"""Operators: Simulate (modal with progress and Esc in the UI, synchronous in background mode), Clear and Bake."""
+"""Operators: Simulate (modal with progress and Esc in the UI, synchronous in background mode), Clear, Bake, and
+the small helpers the panel offers (Earth gravity, stiffness steps)."""
 
 import os
 
@@ -10,27 +11,41 @@ from ..model_runtime import protocol
 from ..model_runtime.errors import MeshError
 from . import client, mesh_export, pc2, shape_keys
 from .preferences import worker_python, worker_timeout
+from .properties import BLEND_RELATIVE, EARTH_GRAVITY
 
 # What a Simulate can fail with: its input, or the runtime. Both carry a message for the artist.
 FAILURES = (mesh_export.InputError, client.WorkerError)
 TIMER_INTERVAL = 0.1  # s between polls of the worker's messages: responsive, yet negligible UI load
 
 
+def not_editable_reason(context: bpy.types.Context) -> str:
+    """Why NeuROK cannot write to the active object (shown by the panel and the operators' polls), or ''."""
+    obj = context.active_object
+    if obj is None:
+        return "Select a mesh object to simulate"
+    if obj.type != "MESH":
+        return f"{obj.name} is a {obj.type.replace('_', ' ').lower()}: NeuROK simulates mesh objects"
+    if obj.mode != "OBJECT":
+        return "Switch to Object Mode to simulate"
+    if obj.library or obj.data.library or obj.override_library or obj.data.override_library:
+        return f"{obj.name} is linked from a library: make it local to simulate it"
+    return ""
+
+
 def editable_mesh(context: bpy.types.Context) -> bpy.types.Object | None:
     """The active object when NeuROK may write to it: a local (not linked) mesh in Object Mode."""
-    obj = context.active_object
-    if obj is None or obj.type != "MESH" or obj.mode != "OBJECT":
-        return None
-    if obj.library or obj.data.library or obj.override_library or obj.data.override_library:
-        return None
-    return obj
+    return None if not_editable_reason(context) else context.active_object
 
 
 def _poll_editable(cls, context) -> bool:
-    if editable_mesh(context) is None:
-        cls.poll_message_set("Needs an editable (not linked) mesh object in Object Mode")
+    if reason := not_editable_reason(context):
+        cls.poll_message_set(reason)
         return False
     return True
+
+
+def _vector(values) -> str:
+    return "(" + ", ".join(f"{v:.3g}" for v in values) + ")"
 
 
 class SimulationRun:
@@ -47,6 +62,7 @@ class SimulationRun:
             raise mesh_export.InputError(f"the frame range {self.frame_start}-{frame_end} is empty: end must be "
                                          "after start")
         self.warnings: list[str] = []
+        self.notes: list[str] = []  # reported as INFO: what was done that the artist might not expect
         try:  # before the export: evaluating, copying and sending a mesh past the limit is slow and only refused
             meshlib.check_vertex_count(len(obj.data.vertices))
         except MeshError as exc:
@@ -56,22 +72,36 @@ class SimulationRun:
             self.warnings.append(f"{obj.name} has unapplied non-uniform scale ({scale[0]:.3g}, {scale[1]:.3g}, "
                                  f"{scale[2]:.3g}): the simulation uses world-space sizes; apply the scale "
                                  "(Ctrl+A) so the animation stays right when the object is transformed")
-        if any(m.show_viewport for m in obj.modifiers):
-            self.warnings.append(f"{obj.name}'s modifiers stay active above the NeuROK shape keys and deform the "
-                                 "simulated shape again; bake to a Mesh Cache to play back the result exactly")
+        if self.mesh.above_cage:
+            self.notes.append(f"simulated the cage of {obj.name} (its mesh before {', '.join(self.mesh.above_cage)}, "
+                              "which change the vertex count and apply on top of the result), as Cloth does")
+        if any(m.show_viewport and m.name != mesh_export.CACHE_MODIFIER and m.name not in self.mesh.above_cage
+               for m in obj.modifiers):
+            self.warnings.append(f"{obj.name}'s deforming modifiers stay active above the NeuROK shape keys and "
+                                 "deform the simulated shape again")
+        if settings.pin_group and len(self.mesh.pins) == 0:
+            self.warnings.append(f"the pin group {settings.pin_group!r} has no vertex with a weight above 0.5: "
+                                 "nothing is pinned")
         frames, count = frame_end - self.frame_start, len(self.mesh.world)
         if protocol.positions_nbytes(frames, count) > protocol.MAX_PAYLOAD_BYTES:
             raise mesh_export.InputError(f"{frames} frames of {count:,} vertices exceed what one simulation can "
                                          "return; simulate fewer frames or a lighter proxy mesh")
-        # Scene units -> metres: the model works in SI units.
+        # Scene units -> metres: the model works in SI units. Gravity too, as Blender's Cloth reads it (measured:
+        # the same drop in scene units at unit scale 1 and 0.01), but never silently.
         self.unit = scene.unit_settings.scale_length
-        if settings.use_scene_gravity:
-            gravity = scene.gravity if scene.use_gravity else (0.0, 0.0, 0.0)
-        else:
-            gravity = settings.gravity
+        self.gravity = settings.effective_gravity(scene)
+        source = "the scene" if settings.use_scene_gravity else "its custom vector"
+        self.notes.append(f"gravity {_vector(self.gravity)} m/s^2 from {source}")
+        if not settings.use_scene_gravity:
+            scene_gravity = tuple(scene.gravity) if scene.use_gravity else (0.0, 0.0, 0.0)
+            if tuple(settings.gravity) != scene_gravity:
+                self.warnings.append(f"{obj.name} uses its custom gravity {_vector(self.gravity)} m/s^2, not the "
+                                     f"scene's {_vector(g * self.unit for g in scene_gravity)} m/s^2")
+        if problem := settings.gravity_problem(scene):
+            self.warnings.append(f"{problem}; Set Earth Gravity in NeuROK > Forces fixes it")
         params = dict(
             frames=frames, fps=scene.render.fps / scene.render.fps_base,
-            gravity=[g * self.unit for g in gravity], drag=settings.drag, material=settings.material,
+            gravity=list(self.gravity), drag=settings.drag, material=settings.material,
             stiffness=settings.stiffness, density=settings.density, damping=settings.damping,
             initial_velocity=[v * self.unit for v in settings.initial_velocity],
             angular_velocity=list(settings.angular_velocity),
@@ -102,6 +132,12 @@ class SimulationRun:
         inverse = np.linalg.inv(self.mesh.matrix_world)
         local = (positions / self.unit) @ inverse[:3, :3].T + inverse[:3, 3]
         shape_keys.write_animation(obj, local, self.mesh.local, self.frame_start)
+        cache = obj.modifiers.get(mesh_export.CACHE_MODIFIER)
+        if cache is not None and (cache.show_viewport or cache.show_render):
+            # An enabled cache would overwrite the new keys; disabled (not removed), the old bake stays reachable.
+            cache.show_viewport = cache.show_render = False
+            self.notes.append(f"disabled {obj.name}'s {cache.name} modifier (the previous bake) so that the new "
+                              "motion plays; Bake again to update it")
         return obj
 
 
@@ -133,11 +169,16 @@ class NEUROK_OT_simulate(bpy.types.Operator):
         return _poll_editable(cls, context)
 
     def _start(self, context) -> SimulationRun | None:
+        obj = editable_mesh(context)
         try:
-            run = SimulationRun(context, editable_mesh(context))
+            run = SimulationRun(context, obj)
         except FAILURES as exc:
-            self.report({"ERROR"}, f"{context.active_object.name}: {exc}")
+            self.report({"ERROR"}, f"{obj.name}: {exc}")
             return None
+        others = sorted(o.name for o in context.selected_objects if o != obj and o.type == "MESH")
+        if others:
+            run.warnings.append(f"only the active object {obj.name} is simulated, not the other selected "
+                                f"{', '.join(others)}: make each active and Simulate it")
         for warning in run.warnings:
             self.report({"WARNING"}, warning)
         return run
@@ -148,7 +189,7 @@ class NEUROK_OT_simulate(bpy.types.Operator):
         except FAILURES as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
-        self.report({"INFO"}, f"NeuROK: simulated {run.frames} frames of {obj.name}")
+        self.report({"INFO"}, f"NeuROK: simulated {run.frames} frames of {obj.name}; " + "; ".join(run.notes))
         return {"FINISHED"}
 
     def execute(self, context):
@@ -208,8 +249,48 @@ class NEUROK_OT_simulate(bpy.types.Operator):
         _set_job_state(context, None)
 
 
+def default_cache_path(scene: bpy.types.Scene, obj: bpy.types.Object) -> str:
+    """A point cache file of the object's own, in the scene's cache folder, named after .blend, scene and object."""
+    blend = bpy.path.display_name_from_filepath(bpy.data.filepath) or "untitled"
+    name = bpy.path.clean_name(f"{blend}_{scene.name}_{obj.name}") + ".pc2"
+    return os.path.join(scene.neurok.cache_dir or "//", name)
+
+
+def _file_key(path: str, library=None) -> str:
+    return os.path.normcase(os.path.realpath(bpy.path.abspath(path, library=library)))
+
+
+def cache_readers(path: str) -> list[bpy.types.Object]:
+    """The objects whose Mesh Cache modifiers (NeuROK's or not) read ``path``."""
+    key = _file_key(path)
+    return [o for o in bpy.data.objects
+            if any(m.type == "MESH_CACHE" and m.filepath and _file_key(m.filepath, o.library) == key
+                   for m in o.modifiers)]
+
+
+def _remove_cache(obj: bpy.types.Object) -> str:
+    """Remove the object's NeuROK Cache modifier, and the file when NeuROK wrote it and nothing else reads it."""
+    mod = obj.modifiers.get(mesh_export.CACHE_MODIFIER)
+    if mod is None:
+        return ""
+    written, filepath = obj.neurok.cache_file, mod.filepath
+    obj.modifiers.remove(mod)
+    obj.neurok.cache_file = ""
+    removed = f"the {mesh_export.CACHE_MODIFIER} modifier"
+    if written and filepath and _file_key(written) == _file_key(filepath) and not cache_readers(filepath):
+        path = bpy.path.abspath(filepath)
+        try:
+            os.remove(path)
+            removed += f" and its file {path}"
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            removed += f" (its file {path} could not be deleted: {exc})"
+    return removed
+
+
 class NEUROK_OT_clear(bpy.types.Operator):
-    """Remove the NeuROK shape keys and their keyframes (your own shape keys stay)"""
+    """Remove the NeuROK shape keys and their keyframes, and NeuROK's baked cache (your own shape keys stay)"""
 
     bl_idname = "neurok.clear"
     bl_label = "Clear"
@@ -222,24 +303,61 @@ class NEUROK_OT_clear(bpy.types.Operator):
     def execute(self, context):
         obj = editable_mesh(context)
         removed = shape_keys.remove_animation(obj)
-        self.report({"INFO"}, f"Removed {removed} NeuROK shape keys from {obj.name}" if removed
+        done = [f"{removed} NeuROK shape keys"] if removed else []
+        if cache := _remove_cache(obj):
+            done.append(cache)
+        self.report({"INFO"}, f"Removed {' and '.join(done)} from {obj.name}" if done
                     else f"{obj.name} has no NeuROK animation")
         return {"FINISHED"}
 
 
+PLAYBACK_CHECKS = 10  # frames compared between the written cache and the keys: first, last and evenly between
+
+
+def _move_first(obj: bpy.types.Object, name: str) -> None:
+    index = obj.modifiers.find(name)
+    if index <= 0:
+        return
+    if hasattr(obj.modifiers, "move"):  # Blender 4.3+
+        obj.modifiers.move(index, 0)
+    else:
+        with bpy.context.temp_override(object=obj):
+            bpy.ops.object.modifier_move_to_index(modifier=name, index=0)
+
+
+def _playback_error(context, obj: bpy.types.Object, positions: np.ndarray, first_frame: int) -> float:
+    """Largest distance between the NeuROK Cache's output (the other modifiers hidden) and ``positions``."""
+    scene = context.scene
+    frame, subframe = scene.frame_current, scene.frame_subframe
+    others = [m for m in obj.modifiers if m.name != mesh_export.CACHE_MODIFIER]
+    samples = np.unique(np.linspace(0, len(positions) - 1, min(len(positions), PLAYBACK_CHECKS)).round())
+    worst = 0.0
+    try:
+        for k in samples.astype(int):
+            scene.frame_set(first_frame + int(k))
+            played, _ = mesh_export.evaluate(obj, context, others)
+            if played.shape != positions[k].shape:
+                return float("inf")
+            worst = max(worst, float(np.abs(played - positions[k]).max()))
+    finally:
+        scene.frame_set(frame, subframe=subframe)
+    return worst
+
+
 class NEUROK_OT_bake(bpy.types.Operator):
-    """Write the NeuROK animation to a PC2 point cache played by a Mesh Cache modifier (lighter for heavy meshes)"""
+    """Write the NeuROK animation to a PC2 point cache played by a Mesh Cache modifier (fast playback)"""
 
     bl_idname = "neurok.bake"
     bl_label = "Bake to Mesh Cache"
     bl_options = {"REGISTER", "UNDO"}
 
     filepath: bpy.props.StringProperty(
-        name="File", subtype="FILE_PATH", default="//neurok_cache.pc2",
-        description="PC2 file to write (// is the folder of the saved .blend)")
+        name="File", subtype="FILE_PATH", default="", options={"SKIP_SAVE"} | BLEND_RELATIVE,
+        description="PC2 file to write; empty: a file of the object's own in the scene's NeuROK cache folder "
+                    "(// is the folder of the saved .blend)")
     remove_shape_keys: bpy.props.BoolProperty(
         name="Remove Shape Keys", default=True,
-        description="Remove the NeuROK shape keys once the cache plays the animation")
+        description="Remove the NeuROK shape keys once the cache is checked to play the same animation")
 
     @classmethod
     def poll(cls, context):
@@ -251,14 +369,22 @@ class NEUROK_OT_bake(bpy.types.Operator):
         return True
 
     def invoke(self, context, event):
+        if not self.filepath:
+            self.filepath = default_cache_path(context.scene, context.active_object)
         return context.window_manager.invoke_props_dialog(self)
 
     def execute(self, context):
         obj = editable_mesh(context)
-        if self.filepath.startswith("//") and not bpy.data.filepath:
+        filepath = self.filepath or default_cache_path(context.scene, obj)
+        if filepath.startswith("//") and not bpy.data.filepath:
             self.report({"ERROR"}, "Save the .blend file first or choose an absolute path for the cache")
             return {"CANCELLED"}
-        path = bpy.path.abspath(self.filepath)
+        path = bpy.path.abspath(filepath)
+        others = sorted({o.name for o in cache_readers(filepath) if o != obj})
+        if others:
+            self.report({"ERROR"}, f"{path} is the point cache that {', '.join(others)} plays: choose another file "
+                                   "(or Clear that object's bake first); nothing was written")
+            return {"CANCELLED"}
         positions, first_frame = shape_keys.read_positions(obj)
         try:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -266,12 +392,78 @@ class NEUROK_OT_bake(bpy.types.Operator):
         except OSError as exc:
             self.report({"ERROR"}, f"Could not write {path}: {exc}")
             return {"CANCELLED"}
-        mod = obj.modifiers.get("NeuROK Cache") or obj.modifiers.new("NeuROK Cache", "MESH_CACHE")
-        mod.cache_format, mod.filepath, mod.frame_start = "PC2", self.filepath, first_frame
+        name = mesh_export.CACHE_MODIFIER
+        mod = obj.modifiers.get(name) or obj.modifiers.new(name, "MESH_CACHE")
+        mod.cache_format, mod.filepath, mod.frame_start = "PC2", filepath, first_frame
+        mod.show_viewport = mod.show_render = True
+        # First in the stack, where the shape keys act: before any modifier that changes the vertex count.
+        _move_first(obj, name)
+        obj.neurok.cache_file = filepath
+        error = _playback_error(context, obj, positions, first_frame)
+        if not error <= 1e-5 * max(1.0, float(np.abs(positions).max())):
+            _remove_cache(obj)
+            self.report({"ERROR"}, f"The Mesh Cache did not play back {obj.name}'s NeuROK keys (off by {error:.3g}); "
+                                   "it was removed and the shape keys kept")
+            return {"CANCELLED"}
         if self.remove_shape_keys:
             shape_keys.remove_animation(obj)
-        self.report({"INFO"}, f"Baked {len(positions)} frames of {obj.name} to {path}")
+        kept = "" if self.remove_shape_keys else "; the shape keys are kept (muted by the cache, which overwrites them)"
+        self.report({"INFO"}, f"Baked {len(positions)} frames of {obj.name} to {path}, checked to play back "
+                              f"the keys{kept}")
         return {"FINISHED"}
 
 
-register, unregister = bpy.utils.register_classes_factory((NEUROK_OT_simulate, NEUROK_OT_clear, NEUROK_OT_bake))
+class NEUROK_OT_earth_gravity(bpy.types.Operator):
+    """Set the gravity NeuROK uses (the scene's, or the object's custom vector) to Earth's 9.81 m/s^2 in the scene's
+    units, keeping its direction"""
+
+    bl_idname = "neurok.earth_gravity"
+    bl_label = "Set Earth Gravity"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context):
+        return context.active_object is not None and context.active_object.type == "MESH"
+
+    def execute(self, context):
+        scene, obj = context.scene, context.active_object
+        settings, unit = obj.neurok, scene.unit_settings.scale_length
+        used = np.array(settings.gravity_used(scene), np.float64)
+        norm = np.linalg.norm(used)
+        value = (used / norm if norm > 0 else np.array([0.0, 0.0, -1.0])) * EARTH_GRAVITY / unit
+        if settings.use_scene_gravity:
+            scene.gravity, scene.use_gravity = value, True
+            where = "The scene's gravity (Cloth and Blender's other simulations use it too)"
+        else:
+            settings.gravity = value
+            where = f"{obj.name}'s custom gravity"
+        self.report({"INFO"}, f"{where} is now {_vector(value)} scene units/s^2: {EARTH_GRAVITY} m/s^2 at unit "
+                              f"scale {unit:g}")
+        return {"FINISHED"}
+
+
+class NEUROK_OT_scale_stiffness(bpy.types.Operator):
+    """Multiply the stiffness: steps that feel the same for jelly (kPa) and wood (GPa)"""
+
+    bl_idname = "neurok.scale_stiffness"
+    bl_label = "Scale Stiffness"
+    bl_options = {"REGISTER", "UNDO"}
+
+    factor: bpy.props.FloatProperty(name="Factor", default=2.0, min=0.01, max=100.0)
+
+    @classmethod
+    def poll(cls, context):
+        return _poll_editable(cls, context)
+
+    @classmethod
+    def description(cls, context, properties):
+        return f"Multiply the stiffness by {properties.factor:g}"
+
+    def execute(self, context):
+        settings = editable_mesh(context).neurok
+        settings.stiffness *= self.factor
+        return {"FINISHED"}
+
+
+register, unregister = bpy.utils.register_classes_factory(
+    (NEUROK_OT_simulate, NEUROK_OT_clear, NEUROK_OT_bake, NEUROK_OT_earth_gravity, NEUROK_OT_scale_stiffness))

@@ -1,14 +1,20 @@
 """Per-object NeuROK settings (``Object.neurok``) and the running job's progress (``WindowManager.neurok_job``).
 
 Limits mirror the runtime's validation in ``model_runtime.params`` so nonsense cannot even be typed; values are in
-SI units (lengths in scene units, converted with the scene's unit scale when sent).
+SI units, except lengths, velocities and accelerations, which are in scene units as everywhere in Blender (Blender's
+UI shows them through the unit scale) and are converted with the scene's unit scale when sent.
 """
+
+import math
 
 import bpy
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, FloatVectorProperty, IntProperty, StringProperty
 
 from ..model_runtime.materials import DEFAULT_MATERIAL, MATERIALS
 
+EARTH_GRAVITY = 9.81  # m/s^2
+# Paths that may start with // (relative to the .blend); Blender 4.5+ warns about them without this option.
+BLEND_RELATIVE = {"PATH_SUPPORTS_BLEND_RELATIVE"} if bpy.app.version >= (4, 5, 0) else set()
 MATERIAL_ITEMS = [(name, name.replace("_", " ").title(), m.description) for name, m in MATERIALS.items()]
 
 
@@ -36,10 +42,14 @@ class NeuROKSettings(bpy.types.PropertyGroup):
         description="Internal damping in seconds: higher values calm wobbling faster")
     use_scene_gravity: BoolProperty(
         name="Scene Gravity", default=True,
-        description="Use the scene's gravity (Scene Properties > Gravity); turn off to set a custom vector")
+        description="Use the scene's gravity (Scene Properties > Gravity), as Blender's Cloth does; turn off to set "
+                    "a custom vector")
+    # Wide hard limits: a centimetre scene needs -981 scene units/s^2 for Earth's gravity.
     gravity: FloatVectorProperty(
-        name="Gravity", size=3, default=(0.0, 0.0, -9.81), min=-1000.0, max=1000.0, subtype="ACCELERATION",
-        unit="ACCELERATION", description="Gravity in m/s^2 when not using the scene's gravity")
+        name="Gravity", size=3, default=(0.0, 0.0, -9.81), min=-1e6, max=1e6, soft_min=-1e5, soft_max=1e5,
+        subtype="ACCELERATION", unit="ACCELERATION",
+        description="Gravity when not using the scene's, in scene units per s^2 like the scene's gravity (m/s^2 at "
+                    "unit scale 1)")
     drag: FloatProperty(
         name="Air Drag", default=0.0, min=0.0, max=1000.0, soft_max=10.0, precision=3,
         description="Air drag in 1/s: each part of the mesh is slowed by a force of drag x mass x velocity")
@@ -48,7 +58,8 @@ class NeuROKSettings(bpy.types.PropertyGroup):
         description="Vertex group of pinned vertices: vertices with a weight above 0.5 stay in place")
     initial_velocity: FloatVectorProperty(
         name="Initial Velocity", size=3, default=(0.0, 0.0, 0.0), min=-1000.0, max=1000.0, subtype="VELOCITY",
-        unit="VELOCITY", description="Velocity of the whole object at the start frame, in m/s (world axes)")
+        unit="VELOCITY",
+        description="Velocity of the whole object at the start frame, in scene units per second (world axes)")
     angular_velocity: FloatVectorProperty(
         name="Initial Spin", size=3, default=(0.0, 0.0, 0.0), min=-100.0, max=100.0, subtype="XYZ",
         description="Angular velocity about the object's centre at the start frame, in rad/s (world axes)")
@@ -66,10 +77,47 @@ class NeuROKSettings(bpy.types.PropertyGroup):
         name="Height", default=0.0, min=-1e5, max=1e5, subtype="DISTANCE", unit="LENGTH",
         description="Height (world Z) of the ground plane, in scene units")
 
+    cache_file: StringProperty(
+        name="Cache File", subtype="FILE_PATH", options={"HIDDEN"} | BLEND_RELATIVE,
+        description="The point cache NeuROK's Bake wrote for this object (Clear deletes it)")
+
+    def gravity_used(self, scene: bpy.types.Scene) -> tuple[float, float, float]:
+        """The gravity Simulate uses, in scene units per s^2 (Blender's own convention for the scene's gravity)."""
+        if not self.use_scene_gravity:
+            return tuple(self.gravity)
+        return tuple(scene.gravity) if scene.use_gravity else (0.0, 0.0, 0.0)
+
+    def effective_gravity(self, scene: bpy.types.Scene) -> tuple[float, float, float]:
+        """The gravity Simulate uses in m/s^2: scene units through the unit scale, as Blender's Cloth reads them."""
+        unit = scene.unit_settings.scale_length
+        return tuple(g * unit for g in self.gravity_used(scene))
+
+    def gravity_problem(self, scene: bpy.types.Scene) -> str:
+        """Why the effective gravity looks like a units slip (far from Earth's, not off), or an empty string."""
+        magnitude = math.hypot(*self.effective_gravity(scene))
+        if magnitude == 0.0 or 0.5 <= magnitude / EARTH_GRAVITY <= 2.0:
+            return ""
+        unit = scene.unit_settings.scale_length
+        return (f"gravity is {magnitude:.3g} m/s^2, {magnitude / EARTH_GRAVITY:.3g} of Earth's: Blender reads it in "
+                f"scene units per s^2 (unit scale {unit:g}); Earth's is {EARTH_GRAVITY / unit:.4g} here")
+
+    def preset_edited(self) -> bool:
+        """True when stiffness, density or damping no longer hold the material preset's values."""
+        preset = MATERIALS[self.material]
+        return not all(math.isclose(value, default, rel_tol=1e-5, abs_tol=1e-9) for value, default in (
+            (self.stiffness, preset.stiffness), (self.density, preset.density), (self.damping, preset.damping)))
+
     def frame_range(self, scene: bpy.types.Scene) -> tuple[int, int]:
         if self.use_scene_range:
             return scene.frame_start, scene.frame_end
         return self.frame_start, self.frame_end
+
+
+class NeuROKSceneSettings(bpy.types.PropertyGroup):
+    cache_dir: StringProperty(
+        name="Cache Folder", subtype="DIR_PATH", default="//neurok_cache", options=BLEND_RELATIVE,
+        description="Folder for baked point caches (// is the folder of the saved .blend); each object gets its "
+                    "own file, named after the .blend, the scene and the object")
 
 
 class NeuROKJobState(bpy.types.PropertyGroup):
@@ -81,16 +129,19 @@ class NeuROKJobState(bpy.types.PropertyGroup):
     message: StringProperty()
 
 
-_register_classes, _unregister_classes = bpy.utils.register_classes_factory((NeuROKSettings, NeuROKJobState))
+_register_classes, _unregister_classes = bpy.utils.register_classes_factory(
+    (NeuROKSettings, NeuROKSceneSettings, NeuROKJobState))
 
 
 def register() -> None:
     _register_classes()
     bpy.types.Object.neurok = bpy.props.PointerProperty(type=NeuROKSettings)
+    bpy.types.Scene.neurok = bpy.props.PointerProperty(type=NeuROKSceneSettings)
     bpy.types.WindowManager.neurok_job = bpy.props.PointerProperty(type=NeuROKJobState)
 
 
 def unregister() -> None:
     del bpy.types.WindowManager.neurok_job
+    del bpy.types.Scene.neurok
     del bpy.types.Object.neurok
     _unregister_classes()

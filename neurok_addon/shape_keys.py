@@ -9,6 +9,8 @@ F-Curves live in a Blender 5.0 layered action's channelbag (created with ``fcurv
 Blender 4.2, in the legacy ``Action.fcurves``.
 """
 
+import contextlib
+
 import bpy
 import numpy as np
 
@@ -62,8 +64,23 @@ def _new_fcurve(key: bpy.types.Key, data_path: str) -> bpy.types.FCurve:
     return anim.action.fcurves.new(data_path)
 
 
+@contextlib.contextmanager
+def _keeping_active_key(obj: bpy.types.Object):
+    """Adding and removing keys moves the active shape key: give the artist's own one back afterwards."""
+    active = obj.active_shape_key
+    name = active.name if active is not None and not active.name.startswith(PREFIX) else None
+    yield
+    if name is not None and obj.data.shape_keys is not None:
+        obj.active_shape_key_index = obj.data.shape_keys.key_blocks.find(name)
+
+
 def remove_animation(obj: bpy.types.Object) -> int:
     """Remove the NeuROK keys and their F-Curves (and the Basis/action NeuROK created, once unused)."""
+    with _keeping_active_key(obj):
+        return _remove_animation(obj)
+
+
+def _remove_animation(obj: bpy.types.Object) -> int:
     blocks = neurok_key_blocks(obj)
     key = obj.data.shape_keys
     if key is None:
@@ -87,7 +104,12 @@ def remove_animation(obj: bpy.types.Object) -> int:
 def write_animation(obj: bpy.types.Object, positions: np.ndarray, rest: np.ndarray, frame_start: int) -> None:
     """Replace the NeuROK animation with ``positions`` (N, V, 3) in object space; ``positions[0]`` shows at
     ``frame_start``. ``rest`` (V, 3) is the evaluated rest shape the simulation started from."""
-    remove_animation(obj)
+    with _keeping_active_key(obj):
+        _write_animation(obj, positions, rest, frame_start)
+
+
+def _write_animation(obj: bpy.types.Object, positions: np.ndarray, rest: np.ndarray, frame_start: int) -> None:
+    _remove_animation(obj)
     if obj.data.shape_keys is None:
         obj.shape_key_add(name="Basis", from_mix=False)
         obj.data.shape_keys[_CREATED_BASIS] = True

@@ -261,14 +261,3 @@ def test_bake_writes_a_point_cache_that_plays_back(cube, tmp_path):
         scene.frame_set(f)
         np.testing.assert_allclose(evaluated_world(cube), world, atol=1e-5)
 
-
-def test_undo_is_declared_but_cannot_run_headless(cube):
-    """Blender's undo stack does not exist in background mode (ed.undo's poll fails), so this checks what can be:
-    Simulate is one registered, undoable operator call, and the mesh data it would restore is never edited."""
-    import bpy
-
-    assert {"REGISTER", "UNDO"} <= bpy.types.NEUROK_OT_simulate.bl_options
-    assert not bpy.ops.ed.undo.poll()
-    before = rest_coordinates(cube)
-    assert bpy.ops.neurok.simulate() == {"FINISHED"}
-    np.testing.assert_array_equal(rest_coordinates(cube), before)
