@@ -74,7 +74,7 @@ class SimulationRun:
                                  "(Ctrl+A) so the animation stays right when the object is transformed")
         if self.mesh.above_cage:
             self.notes.append(f"simulated the cage of {obj.name} (its mesh before {', '.join(self.mesh.above_cage)}, "
-                              "which change the vertex count and apply on top of the result), as Cloth does")
+                              "which change the vertex count and apply on top of the result)")
         if any(m.show_viewport and m.name != mesh_export.CACHE_MODIFIER and m.name not in self.mesh.above_cage
                for m in obj.modifiers):
             self.warnings.append(f"{obj.name}'s deforming modifiers stay active above the NeuROK shape keys and "
