@@ -37,6 +37,9 @@ def add_physics_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--angular-velocity", type=float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("WX", "WY", "WZ"),
                    help="initial angular velocity about the centroid, rad/s")
     p.add_argument("--ground-z", type=float, default=None, help="height of a ground plane, m (default: none)")
+    p.add_argument("--frame-motion", default=None, metavar="NPY",
+                   help="the object's animation: a .npy of (frames + 1, 4, 4) object-to-world rigid transforms in "
+                        "metres, one per frame; the mesh moves with it and the result is in object space")
 
 
 def params_from_args(args: argparse.Namespace, num_vertices: int) -> SimParams:
@@ -45,6 +48,7 @@ def params_from_args(args: argparse.Namespace, num_vertices: int) -> SimParams:
                        stiffness=args.stiffness, density=args.density, damping=args.damping, poisson=args.poisson,
                        thickness=args.thickness, material=args.material, initial_velocity=args.initial_velocity,
                        angular_velocity=args.angular_velocity, ground=args.ground_z, pins=pins,
+                       frame_motion=np.load(args.frame_motion) if args.frame_motion else None,
                        num_vertices=num_vertices)
 
 

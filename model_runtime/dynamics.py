@@ -37,6 +37,7 @@ import torch
 from scipy.linalg import lapack
 
 from .errors import Cancelled
+from .frame_motion import FrameMotion
 from .model import CoefficientMLP
 
 DTYPE = torch.float64
@@ -143,6 +144,7 @@ class Body:
     # rate of change of length. Proportional to the stiffness, it slows every mode of the network as omega / sqrt(1 +
     # omega^2 stretch_inertia), wherever the body is, and only motions that stretch springs (simulator.build_body).
     stretch_inertia: float | None = None
+    frame: FrameMotion | None = None  # the object's animated transform: simulated in its moving frame
 
     @property
     def size(self) -> float:
@@ -348,10 +350,10 @@ class Dynamics(torch.nn.Module):
             raise Cancelled("simulation cancelled")
         if self.budget is not None and self.evaluations > self.budget:
             raise BudgetSpent(f"{self.evaluations} right-hand side evaluations")
-        return torch.from_numpy(self.derivative(y.numpy()))
+        return torch.from_numpy(self.derivative(y.numpy(), float(t)))
 
-    def derivative(self, state: np.ndarray) -> np.ndarray:
-        """dy/dt of a state (numpy, float64)."""
+    def derivative(self, state: np.ndarray, t: float = 0.0) -> np.ndarray:
+        """dy/dt of a state (numpy, float64) at time t (s; only an animated frame depends on it)."""
         z, b_ = self.arrays, self.body
         r = b_.n_latent
         if b_.free:
@@ -364,12 +366,12 @@ class Dynamics(torch.nn.Module):
         ad = G @ qd
         Qs, Ms = self.springs(a, ad, c2, G)  # on q
         if b_.free:
-            y, f = self._point_forces(a, ad, c2, R, pos, v, w)
+            y, f = self._point_forces(a, ad, c2, t, R, pos, v, w)
             Qa = z.phi.T @ f.reshape(-1)
-        elif b_.ground is not None:
-            y, f = self._point_forces(a, ad, c2)
+        elif b_.ground is not None or b_.frame is not None:
+            y, f = self._point_forces(a, ad, c2, t)
             Qa = z.phi.T @ f.reshape(-1)
-        else:  # gravity and the inertial term of a fixed frame project through the fields' mass moments
+        else:  # gravity and the inertial term of a still frame project through the fields' mass moments
             Qa = z.gravity_coeffs - z.inertia @ c2
         # With the stretch inertia (slowed modes). Drag acts on it too, so a slowed mode decays at the drag rate as
         # the real one does: on the mass without it, a mode slowed by added mass a decayed 1 + a times slower, and
@@ -394,22 +396,29 @@ class Dynamics(torch.nn.Module):
         Q = np.concatenate([R @ f.sum(0), np.cross(y, f).sum(0), G.T @ Qa + Qs]) - b_.drag * (M @ u)
         return np.concatenate([v, quat_derivative(quat, w), qd, _solve_mass(M, Q)])
 
-    def _point_forces(self, a, ad, c2, R=None, pos=None, v=None, w=None):
+    def _point_forces(self, a, ad, c2, t, R=None, pos=None, v=None, w=None):
         """Body-frame query positions y (N, 3) and the forces on them (N, 3), expressed in the body frame: gravity,
-        ground contact and the inertial force -m b (with Coriolis and centrifugal terms for a free body: pass its
-        rotation R, position and velocities)."""
+        ground contact, the inertial force -m b (with Coriolis and centrifugal terms for a free body: pass its
+        rotation R, position and velocities) and an animated object's frame acceleration at time t."""
         z, b_ = self.arrays, self.body
         n = len(z.rest)
         y = z.rest + (z.phi @ a).reshape(n, 3)
         yd = (z.phi @ ad).reshape(n, 3)
         bias = (z.phi @ c2).reshape(n, 3)
+        gravity = z.gravity
         if R is None:
-            f = z.mass * (z.gravity - bias)
+            if b_.frame is not None:
+                felt, turn = b_.frame.acceleration(t, z.center + y, yd)
+                gravity = gravity @ turn - felt
+            f = z.mass * (gravity - bias)
             if b_.ground is not None:
                 f = f + self.ground_force(z.center + y, yd)
             return y, f
         bias = bias + np.cross(w, np.cross(w, y)) + 2.0 * np.cross(w, yd)
-        f = z.mass * (z.gravity @ R - bias)
+        if b_.frame is not None:  # object space, then the body's own axes
+            felt, turn = b_.frame.acceleration(t, z.center + pos + y @ R.T, v + (np.cross(w, y) + yd) @ R.T)
+            gravity = gravity @ turn - felt
+        f = z.mass * (gravity @ R - bias)
         if b_.ground is not None:
             f = f + self.ground_force(z.center + pos + y @ R.T, v + (np.cross(w, y) + yd) @ R.T) @ R
         return y, f

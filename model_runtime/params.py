@@ -35,10 +35,14 @@ class SimParams:
     angular_velocity: tuple[float, float, float] = (0.0, 0.0, 0.0)  # rad/s about the centroid
     ground: float | None = None  # height of a ground plane z = ground, m
     pins: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # The object's own animation: object-to-world rigid transforms (frames + 1, 4, 4) in metres at each frame, or
+    # None for a still object. The simulation runs in object space (model_runtime.frame_motion).
+    frame_motion: np.ndarray | None = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["pins"] = [int(i) for i in self.pins]
+        d["frame_motion"] = None if self.frame_motion is None else self.frame_motion.tolist()
         return d
 
 
@@ -58,6 +62,7 @@ def make_params(
     angular_velocity=(0.0, 0.0, 0.0),
     ground: float | None = None,
     pins=None,
+    frame_motion=None,
     num_vertices: int | None = None,
 ) -> SimParams:
     """Fill unset values from the material preset and reject anything physically meaningless."""
@@ -85,6 +90,7 @@ def make_params(
         ground=None if ground is None else _number("ground", ground),
         pins=_pins(pins, num_vertices),
     )
+    p.frame_motion = _frame_motion(frame_motion, p.frames, p.ground)
     _check(p)
     return p
 
@@ -138,6 +144,34 @@ def _pins(pins, num_vertices: int | None) -> np.ndarray:
     if num_vertices is not None and idx.size >= num_vertices:
         raise ParameterError("every vertex is pinned: nothing is left free to move")
     return idx
+
+
+FRAME_TOLERANCE = 1e-3  # how far a transform's 3x3 part may be from a rotation (object scale is not motion)
+MAX_FRAME_TRAVEL = 1e4  # m: farther than any scene a frame motion is meant for
+
+
+def _frame_motion(value, frames: int, ground: float | None) -> np.ndarray | None:
+    """None, or (frames + 1, 4, 4) finite rigid transforms (a rotation and a translation in metres)."""
+    if value is None:
+        return None
+    try:
+        m = np.asarray(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ParameterError(f"frame_motion must be an array of 4x4 transforms, got {type(value).__name__}") from exc
+    if m.shape != (frames + 1, 4, 4):
+        raise ParameterError(f"frame_motion must hold one 4x4 transform per frame, frames + 1 = {frames + 1} in "
+                             f"all, got shape {m.shape}")
+    if not np.isfinite(m).all() or np.abs(m[:, :3, 3]).max() > MAX_FRAME_TRAVEL:
+        raise ParameterError(f"frame_motion must be finite translations within {MAX_FRAME_TRAVEL:.0f} m")
+    R = m[:, :3, :3]
+    if (np.abs(R.transpose(0, 2, 1) @ R - np.eye(3)).max() > FRAME_TOLERANCE or np.linalg.det(R).min() <= 0
+            or np.abs(m[:, 3] - [0, 0, 0, 1]).max() > 0):
+        raise ParameterError("frame_motion's transforms must be rotations and translations only (no scale, shear "
+                             "or mirroring); pass the object's scale in its vertices")
+    if ground is not None:
+        raise ParameterError("a ground plane with an animated object (frame_motion) is not supported yet; "
+                             "leave one of them out")
+    return m
 
 
 def _check(p: SimParams) -> None:

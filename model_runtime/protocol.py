@@ -17,7 +17,8 @@ A message is one header line followed by a binary payload::
 Message types (``id`` ties replies to their request):
 
 - client -> worker: ``simulate`` {id, params: make_params keyword arguments} + vertices (V, 3) float32 in metres,
-  faces (F, 3) int32, pins (P,) int32; ``cancel`` {id}; ``shutdown``.
+  faces (F, 3) int32, pins (P,) int32 and, for an animated object, frame_motion (frames+1, 4, 4) float32
+  object-to-world transforms (SimParams.frame_motion); ``cancel`` {id}; ``shutdown``.
 - worker -> client: ``progress`` {id, fraction, message}; ``result`` {id, seconds, warm} + positions
   (frames+1, V, 3) float32; ``error`` {id, kind, message}; ``cancelled`` {id}.
 """

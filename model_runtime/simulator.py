@@ -20,6 +20,7 @@ from . import mesh as meshlib
 from . import statics
 from .dynamics import DTYPE, Body, BudgetSpent, Dynamics, LatentMap, State, quat_to_matrix, skew
 from .errors import Cancelled, MeshError, SimulationError
+from .frame_motion import FrameMotion
 from .model import CoefficientMLP, NeuROK
 from .params import SimParams, make_params
 from .weights import load_model
@@ -337,7 +338,8 @@ def build_body(enc: Encoding, p: SimParams, coeff: CoefficientMLP, locking: dict
                 spring_i=si, spring_j=sj, spring_rest=length, spring_k=torch.full_like(length, k_spring),
                 damping=damping, drag=p.drag, gravity=torch.as_tensor(p.gravity, dtype=DTYPE), ground=p.ground,
                 ground_k=ground_k, free=not enc.pinned, compression=1.0 if enc.closed else SHEET_COMPRESSION,
-                stretch_inertia=stretch_inertia)
+                stretch_inertia=stretch_inertia,
+                frame=None if p.frame_motion is None else FrameMotion(p.frame_motion, p.fps))
     return Plan(body, substeps, factor, rigid, RTOL if enc.closed else SHEET_RTOL)
 
 

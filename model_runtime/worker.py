@@ -85,7 +85,8 @@ class Worker:
             if not isinstance(options, dict):
                 raise protocol.ProtocolError("'params' must be a JSON object")
             try:
-                params = make_params(**options, pins=msg.arrays.get("pins"), num_vertices=len(vertices))
+                params = make_params(**options, pins=msg.arrays.get("pins"),
+                                     frame_motion=msg.arrays.get("frame_motion"), num_vertices=len(vertices))
             except TypeError as exc:  # an unknown or repeated option name
                 raise protocol.ProtocolError(f"bad simulation options: {exc}") from exc
             validate(vertices, faces)  # a bad mesh is reported before the first request pays for loading torch

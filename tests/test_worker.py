@@ -67,6 +67,21 @@ def test_simulate_then_warm_resimulate(worker):
     assert second["seconds"] < first["seconds"]
 
 
+def test_an_animated_objects_transforms_travel_as_an_array(worker):
+    motion = np.repeat(np.eye(4, dtype=np.float32)[None], 7, axis=0)
+    motion[:, 2, 3] = 0.5 * (np.arange(7) / 24.0) ** 2 * 40.0  # 40 m/s^2 upwards
+    arrays = {"vertices": CLOTH.vertices, "faces": CLOTH.faces, "pins": EDGE}
+    protocol.write_message(worker.stdin, "simulate", {**arrays, "frame_motion": motion}, id=5,
+                           params={"frames": 6, "material": "cloth"})
+    moved = answer(worker, 5)
+    request(worker, 6)
+    still = answer(worker, 6)
+    assert moved.type == still.type == "result", moved.fields
+    sag = (moved.arrays["positions"] - still.arrays["positions"])[-1, 16:, 2]
+    assert sag.mean() < -1e-3  # the free cloth lags below its rising pins, in object space
+    np.testing.assert_allclose(moved.arrays["positions"][:, :16], still.arrays["positions"][:, :16], atol=1e-5)
+
+
 @pytest.mark.parametrize("change, kind, match", [
     ({"vertices": np.full((4, 3), np.nan), "faces": np.array([[0, 1, 2]]), "pins": []}, "MeshError", "NaN"),
     ({"faces": np.zeros((0, 3), np.int32)}, "MeshError", "no faces"),
