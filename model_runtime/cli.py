@@ -37,9 +37,6 @@ def add_physics_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--angular-velocity", type=float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("WX", "WY", "WZ"),
                    help="initial angular velocity about the centroid, rad/s")
     p.add_argument("--ground-z", type=float, default=None, help="height of a ground plane, m (default: none)")
-    p.add_argument("--frame-motion", default=None, metavar="NPY",
-                   help="the object's animation: a .npy of (frames + 1, 4, 4) object-to-world rigid transforms in "
-                        "metres, one per frame; the mesh moves with it and the result is in object space")
 
 
 def params_from_args(args: argparse.Namespace, num_vertices: int) -> SimParams:
@@ -48,7 +45,7 @@ def params_from_args(args: argparse.Namespace, num_vertices: int) -> SimParams:
                        stiffness=args.stiffness, density=args.density, damping=args.damping, poisson=args.poisson,
                        thickness=args.thickness, material=args.material, initial_velocity=args.initial_velocity,
                        angular_velocity=args.angular_velocity, ground=args.ground_z, pins=pins,
-                       frame_motion=np.load(args.frame_motion) if args.frame_motion else None,
+                       frame_motion=np.load(motion) if (motion := getattr(args, "frame_motion", None)) else None,
                        num_vertices=num_vertices)
 
 
@@ -79,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="ODE solver: rk45 (default) or dop853 (scipy's, through torchdiffeq), or a torchdiffeq "
                           "method (dopri5, rk4, midpoint...)")
     sim.add_argument("--weights", default=None, help="model weights (.safetensors); default: the shipped model")
+    sim.add_argument("--frame-motion", default=None, metavar="NPY",
+                     help="the object's animation: a .npy of (frames + 1, 4, 4) object-to-world rigid transforms in "
+                          "metres, one per frame; the mesh moves with it and the result is in object space")
     add_physics_arguments(sub.add_parser("reference", help="animate a mesh with the reference physics simulator"))
 
     data = sub.add_parser("data", help="make and inspect the training dataset").add_subparsers(dest="data_command",
