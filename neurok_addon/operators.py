@@ -21,8 +21,10 @@ TIMER_INTERVAL = 0.1  # s between polls of the worker's messages: responsive, ye
 def not_editable_reason(context: bpy.types.Context) -> str:
     """Why NeuROK cannot write to the active object (shown by the panel and the operators' polls), or ''."""
     obj = context.active_object
-    if obj is None:
-        return "Select a mesh object to simulate"
+    return "Select a mesh object to simulate" if obj is None else not_editable_reason_for(obj)
+
+
+def not_editable_reason_for(obj: bpy.types.Object) -> str:
     if obj.type != "MESH":
         return f"{obj.name} is a {obj.type.replace('_', ' ').lower()}: NeuROK simulates mesh objects"
     if obj.mode != "OBJECT":
@@ -141,11 +143,11 @@ class SimulationRun:
         return obj
 
 
-def _set_job_state(context, run: SimulationRun | None, text: str = "") -> None:
+def _set_job_state(context, run: SimulationRun | None, fraction: float = 0.0, text: str = "") -> None:
     state = context.window_manager.neurok_job
     state.running = run is not None
     state.object_name = run.object_name if run else ""
-    state.progress = run.job.fraction if run else 0.0
+    state.progress = fraction
     state.message = text
     if context.workspace is not None:
         context.workspace.status_text_set(text or None)
@@ -154,8 +156,18 @@ def _set_job_state(context, run: SimulationRun | None, text: str = "") -> None:
             area.tag_redraw()
 
 
+def simulation_targets(context: bpy.types.Context) -> list[bpy.types.Object]:
+    """The active mesh, then the other selected meshes by name: Simulate runs them one after another."""
+    active = editable_mesh(context)
+    if active is None:
+        return []
+    return [active] + sorted((o for o in context.selected_objects if o != active and o.type == "MESH"),
+                             key=lambda o: o.name)
+
+
 class NEUROK_OT_simulate(bpy.types.Operator):
-    """Simulate the active mesh with NeuROK and store the motion as shape keys (Esc cancels)"""
+    """Simulate the active mesh and the other selected meshes with NeuROK, one after another, and store the motion
+    as shape keys (Esc cancels)"""
 
     bl_idname = "neurok.simulate"
     bl_label = "Simulate"
@@ -168,80 +180,110 @@ class NEUROK_OT_simulate(bpy.types.Operator):
             return False
         return _poll_editable(cls, context)
 
-    def _start(self, context) -> SimulationRun | None:
-        obj = editable_mesh(context)
-        try:
-            run = SimulationRun(context, obj)
-        except FAILURES as exc:
-            self.report({"ERROR"}, f"{obj.name}: {exc}")
-            return None
-        others = sorted(o.name for o in context.selected_objects if o != obj and o.type == "MESH")
-        if others:
-            run.warnings.append(f"only the active object {obj.name} is simulated, not the other selected "
-                                f"{', '.join(others)}: make each active and Simulate it")
-        for warning in run.warnings:
-            self.report({"WARNING"}, warning)
-        return run
+    def _queue(self, context) -> None:
+        self._names = [o.name for o in simulation_targets(context)]
+        self._total, self._done, self._simulated = len(self._names), 0, 0
+        if self._total > 1:
+            self.report({"INFO"}, f"NeuROK: simulating {self._total} selected meshes one after another: "
+                                  f"{', '.join(self._names)}")
 
-    def _finish(self, run: SimulationRun, positions: np.ndarray) -> set[str]:
+    def _start_next(self, context) -> SimulationRun | None:
+        """Start the next object's run; objects that cannot be simulated are reported and skipped."""
+        while self._names:
+            obj = bpy.data.objects.get(self._names.pop(0))
+            self._done = self._total - len(self._names) - 1
+            reason = "" if obj is None else not_editable_reason_for(obj)
+            if reason:
+                self.report({"WARNING"}, f"{obj.name if obj else 'a selected object'} skipped: {reason}")
+                continue
+            try:
+                run = SimulationRun(context, obj)
+            except FAILURES as exc:
+                self.report({"ERROR"}, f"{obj.name}: {exc}")
+                continue
+            for warning in run.warnings:
+                self.report({"WARNING"}, warning)
+            return run
+        return None
+
+    def _fraction(self, job_fraction: float) -> float:
+        return (self._done + job_fraction) / self._total
+
+    def _finish(self, run: SimulationRun, positions: np.ndarray) -> None:
         try:
             obj = run.finish(positions)
         except FAILURES as exc:
             self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
+            return
+        self._simulated += 1
         self.report({"INFO"}, f"NeuROK: simulated {run.frames} frames of {obj.name}; " + "; ".join(run.notes))
-        return {"FINISHED"}
+
+    def _result(self) -> set[str]:
+        return {"FINISHED"} if self._simulated else {"CANCELLED"}
 
     def execute(self, context):
-        """Synchronous path (background mode, scripts): same worker, blocking until the result is in."""
-        run = self._start(context)
-        if run is None:
-            return {"CANCELLED"}
+        """Synchronous path (background mode, scripts): same worker, blocking until each result is in."""
+        self._queue(context)
         wm = context.window_manager
         wm.progress_begin(0.0, 1.0)
         try:
-            positions = run.wait(lambda fraction, _message: wm.progress_update(fraction))
-        except client.WorkerError as exc:
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
+            while (run := self._start_next(context)) is not None:
+                try:
+                    positions = run.wait(lambda fraction, _message: wm.progress_update(self._fraction(fraction)))
+                except client.WorkerError as exc:
+                    self.report({"ERROR"}, f"{run.object_name}: {exc}")
+                    continue
+                self._finish(run, positions)
         finally:
             wm.progress_end()
-        return self._finish(run, positions)
+        return self._result()
 
     def invoke(self, context, event):
         if bpy.app.background:  # no event loop: a modal operator would never be called back
             return self.execute(context)
-        self._run = self._start(context)
+        self._queue(context)
+        self._run = self._start_next(context)
         if self._run is None:
             return {"CANCELLED"}
         wm = context.window_manager
         self._timer = wm.event_timer_add(TIMER_INTERVAL, window=context.window)
         wm.modal_handler_add(self)
         wm.progress_begin(0.0, 1.0)
-        _set_job_state(context, self._run, "NeuROK: starting (Esc to cancel)")
+        self._show(context)
         return {"RUNNING_MODAL"}
+
+    def _show(self, context) -> None:
+        job, count = self._run.job, f"{self._done + 1}/{self._total} " if self._total > 1 else ""
+        fraction = self._fraction(job.fraction)
+        context.window_manager.progress_update(fraction)
+        _set_job_state(context, self._run, fraction,
+                       f"NeuROK: {count}{self._run.object_name} {100 * job.fraction:.0f}% {job.message} "
+                       "(Esc to cancel)")
 
     def modal(self, context, event):
         if event.type == "ESC" and event.value == "PRESS":
             self._run.cancel()
             self._end(context)
-            self.report({"INFO"}, "NeuROK simulation cancelled; nothing was changed")
-            return {"CANCELLED"}
+            left = f"{self._run.object_name} and the rest" if self._names else self._run.object_name
+            self.report({"INFO"}, f"NeuROK simulation cancelled; {left} unchanged")
+            return self._result()
         if event.type != "TIMER":
             return {"PASS_THROUGH"}
         try:
             positions = self._run.poll()
         except client.WorkerError as exc:
+            self.report({"ERROR"}, f"{self._run.object_name}: {exc}")
+        else:
+            if positions is None:
+                self._show(context)
+                return {"PASS_THROUGH"}
+            self._finish(self._run, positions)
+        self._run = self._start_next(context)
+        if self._run is None:
             self._end(context)
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
-        if positions is None:
-            job = self._run.job
-            context.window_manager.progress_update(job.fraction)
-            _set_job_state(context, self._run, f"NeuROK: {100 * job.fraction:.0f}% {job.message} (Esc to cancel)")
-            return {"PASS_THROUGH"}
-        self._end(context)
-        return self._finish(self._run, positions)
+            return self._result()
+        self._show(context)
+        return {"PASS_THROUGH"}
 
     def _end(self, context) -> None:
         context.window_manager.event_timer_remove(self._timer)

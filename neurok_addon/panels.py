@@ -67,10 +67,9 @@ class NEUROK_PT_main(_NeuROKPanel, bpy.types.Panel):
         if len(evaluated.data.vertices) != len(obj.data.vertices):
             layout.label(text="Simulates the cage: Subdivision and other modifiers that change the vertex count "
                               "apply on top", icon="MOD_SUBSURF")
-        others = [o for o in context.selected_objects if o != obj and o.type == "MESH"]
-        if others:
-            layout.label(text=f"Only {obj.name} (active) is simulated, not {len(others)} other selected",
-                         icon="ERROR")
+        targets = operators.simulation_targets(context)
+        if len(targets) > 1:
+            layout.label(text=f"Simulates {len(targets)} selected meshes, one after another", icon="INFO")
         row = layout.row(align=True)
         row.scale_y = 1.4
         row.operator(operators.NEUROK_OT_simulate.bl_idname, icon="PHYSICS")

@@ -133,15 +133,28 @@ def test_surprises_are_reported(cube, import_mesh, capfd):
     cube.select_set(True)
     other.select_set(True)
     bpy.context.view_layer.objects.active = cube
-    assert any(f"Only {cube.name} (active) is simulated" in t for t in draw("NEUROK_PT_main"))
+    assert "Simulates 2 selected meshes, one after another" in draw("NEUROK_PT_main")
     assert any("(0, 0, -5) m/s²" in t for t in draw("NEUROK_PT_forces"))
     assert bpy.ops.neurok.simulate() == {"FINISHED"}
     out = reports(capfd)
+    assert f"Info: NeuROK: simulating 2 selected meshes one after another: {cube.name}, {other.name}" in out
     assert "Warning: the pin group 'pins' has no vertex with a weight above 0.5: nothing is pinned" in out
     assert (f"Warning: {cube.name} uses its custom gravity (0, 0, -5) m/s^2, not the scene's (0, 0, -9.81) m/s^2"
             in out)
-    assert f"Warning: only the active object {cube.name} is simulated, not the other selected {other.name}" in out
-    assert other.data.shape_keys is None
+    assert out.count("Info: NeuROK: simulated 8 frames of") == 2
+    assert cube.data.shape_keys is not None and other.data.shape_keys is not None
+
+
+def test_one_selected_mesh_failing_does_not_stop_the_others(cube, import_mesh):
+    import bpy
+
+    other = import_mesh("cube_subdiv")
+    other.neurok.pin_group = "missing"
+    cube.select_set(True)
+    bpy.context.view_layer.objects.active = other
+    with pytest.raises(RuntimeError, match=f"{other.name}: the pin group 'missing' does not exist"):
+        bpy.ops.neurok.simulate()
+    assert other.data.shape_keys is None and cube.data.shape_keys is not None
 
 
 def test_a_missing_module_names_it_and_points_to_the_preferences(addon, cube, tmp_path):
