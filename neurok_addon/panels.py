@@ -5,15 +5,15 @@ import bpy
 from . import mesh_export, operators, shape_keys
 
 # Keyed playback cost grows with the square of the number of NeuROK keys (every F-Curve finds its key by name):
-# measured 65 ms per frame change at 1,000 keys and 200-250 ms at 2,000, against under 1 ms baked
-# (docs/benchmarks.md, "Playback"). Past LONG_RANGE keys a frame change costs more than a 60 fps frame.
-KEYED_MS_PER_MILLION_KEYS_SQUARED = 65e-6
+# measured 34-36 ms per frame change at 1,000 keys and 136-142 ms at 2,000, against under 1 ms baked
+# (docs/benchmarks.md, "Playback cost"). Past LONG_RANGE keys it is ~9 ms a frame change, and climbing fast.
+KEYED_MS_PER_KEY_SQUARED = 35e-6
 LONG_RANGE = 500
 
 
 def keyed_playback_ms(keys: int) -> float:
     """Estimated time of one frame change for an object with ``keys`` NeuROK keys."""
-    return KEYED_MS_PER_MILLION_KEYS_SQUARED * keys * keys
+    return KEYED_MS_PER_KEY_SQUARED * keys * keys
 
 
 def pressure_text(pascals: float) -> str:
