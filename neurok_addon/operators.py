@@ -82,8 +82,8 @@ class SimulationRun:
             self.warnings.append(f"{obj.name}'s deforming modifiers stay active above the NeuROK shape keys and "
                                  "deform the simulated shape again")
         if settings.pin_group and len(self.mesh.pins) == 0:
-            self.warnings.append(f"the pin group {settings.pin_group!r} has no vertex with a weight above 0.5: "
-                                 "nothing is pinned")
+            self.warnings.append(f"{obj.name}'s pin group {settings.pin_group!r} has no vertex with a weight above "
+                                 "0.5: nothing is pinned")
         frames, count = frame_end - self.frame_start, len(self.mesh.world)
         if protocol.positions_nbytes(frames, count) > protocol.MAX_PAYLOAD_BYTES:
             raise mesh_export.InputError(f"{frames} frames of {count:,} vertices exceed what one simulation can "

@@ -13,8 +13,9 @@ from bpy.props import BoolProperty, EnumProperty, FloatProperty, FloatVectorProp
 from ..model_runtime.materials import DEFAULT_MATERIAL, MATERIALS
 
 EARTH_GRAVITY = 9.81  # m/s^2
-# Paths that may start with // (relative to the .blend); Blender 4.5+ warns about them without this option.
-BLEND_RELATIVE = {"PATH_SUPPORTS_BLEND_RELATIVE"} if bpy.app.version >= (4, 5, 0) else set()
+# Paths that may start with // (relative to the .blend): Blender 5.0 warns about them without this option (checked
+# in 5.0.1); older versions without it would refuse to register the property, so it is only asked for from 5.0 on.
+BLEND_RELATIVE = {"PATH_SUPPORTS_BLEND_RELATIVE"} if bpy.app.version >= (5, 0, 0) else set()
 MATERIAL_ITEMS = [(name, name.replace("_", " ").title(), m.description) for name, m in MATERIALS.items()]
 
 

@@ -138,7 +138,7 @@ def test_surprises_are_reported(cube, import_mesh, capfd):
     assert bpy.ops.neurok.simulate() == {"FINISHED"}
     out = reports(capfd)
     assert f"Info: NeuROK: simulating 2 selected meshes one after another: {cube.name}, {other.name}" in out
-    assert "Warning: the pin group 'pins' has no vertex with a weight above 0.5: nothing is pinned" in out
+    assert f"Warning: {cube.name}'s pin group 'pins' has no vertex with a weight above 0.5: nothing is pinned" in out
     assert (f"Warning: {cube.name} uses its custom gravity (0, 0, -5) m/s^2, not the scene's (0, 0, -9.81) m/s^2"
             in out)
     assert out.count("Info: NeuROK: simulated 8 frames of") == 2
