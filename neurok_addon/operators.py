@@ -332,7 +332,8 @@ def _remove_cache(obj: bpy.types.Object) -> str:
 
 
 class NEUROK_OT_clear(bpy.types.Operator):
-    """Remove the NeuROK shape keys and their keyframes, and NeuROK's baked cache (your own shape keys stay)"""
+    """Remove the NeuROK shape keys and their keyframes, and NeuROK's baked cache with the file it wrote (undo brings
+    back the modifier, not the deleted file); your own shape keys stay"""
 
     bl_idname = "neurok.clear"
     bl_label = "Clear"

@@ -5,7 +5,7 @@ import pytest
 pytestmark = pytest.mark.bpy
 
 ADDON_MODULE = "bl_ext.user_default.neurok"
-OPERATORS = ("simulate", "clear", "bake", "setup_runtime")
+OPERATORS = ("simulate", "clear", "bake", "earth_gravity", "scale_stiffness", "setup_runtime")
 PANELS = ("NEUROK_PT_main", "NEUROK_PT_forces", "NEUROK_PT_constraints", "NEUROK_PT_frames")
 
 
@@ -15,6 +15,7 @@ def registered() -> dict[str, bool]:
     state = {f"op {name}": hasattr(bpy.types, f"NEUROK_OT_{name}") for name in OPERATORS}
     state.update({f"panel {name}": hasattr(bpy.types, name) for name in PANELS})
     state["Object.neurok"] = hasattr(bpy.types.Object, "neurok")
+    state["Scene.neurok"] = hasattr(bpy.types.Scene, "neurok")
     state["WindowManager.neurok_job"] = hasattr(bpy.types.WindowManager, "neurok_job")
     return state
 
@@ -32,7 +33,7 @@ def test_register_unregister_cleanly(scene):
 def test_operators_are_undoable_and_panels_in_the_sidebar(scene):
     import bpy
 
-    for name in ("simulate", "clear", "bake"):
+    for name in ("simulate", "clear", "bake", "earth_gravity", "scale_stiffness"):
         assert {"REGISTER", "UNDO"} <= getattr(bpy.types, f"NEUROK_OT_{name}").bl_options
     main = bpy.types.NEUROK_PT_main
     assert (main.bl_space_type, main.bl_region_type, main.bl_category) == ("VIEW_3D", "UI", "NeuROK")
