@@ -223,3 +223,57 @@ def test_long_keyed_ranges_say_what_playback_costs(addon, cube):
     assert texts.count("neurok.bake") == 2  # offered next to the cost, besides the usual button
     bpy.context.scene.frame_end = START + long
     assert any("keyed frames play slowly" in t for t in draw("NEUROK_PT_frames"))
+
+
+class ModalDriver:
+    """Runs the Simulate operator's modal code (the UI path) headless, where Blender never calls modal() itself:
+    the operator's own functions on a stand-in instance, fed TIMER and ESC events by hand."""
+
+    def __init__(self, context):
+        import bpy
+
+        cls = bpy.types.NEUROK_OT_simulate
+        for name in ("_queue", "_start_next", "_fraction", "_finish", "_result", "_show", "modal", "_end"):
+            setattr(self, name, getattr(cls, name).__get__(self))
+        self.reports: list[tuple[str, str]] = []
+        self._queue(context)
+        self._run = self._start_next(context)
+        self._timer = context.window_manager.event_timer_add(0.1, window=context.window)
+
+    def report(self, kind, text):
+        self.reports.append((next(iter(kind)), text))
+
+    def event(self, context, kind: str) -> set[str]:
+        return self.modal(context, SimpleNamespace(type=kind, value="PRESS"))
+
+
+def test_the_modal_path_runs_every_selected_mesh_under_one_progress(cube, import_mesh):
+    import time
+
+    import bpy
+
+    other = import_mesh("cube_subdiv")
+    cube.select_set(True)
+    context = bpy.context
+    driver = ModalDriver(context)
+    progress = []
+    while (result := driver.event(context, "TIMER")) == {"PASS_THROUGH"}:
+        progress.append(context.window_manager.neurok_job.progress)
+        time.sleep(0.02)
+    assert result == {"FINISHED"}
+    assert progress == sorted(progress) and progress[-1] > 0.5  # one bar over both, never going back
+    assert [text for kind, text in driver.reports if text.startswith("NeuROK: simulated")] == [
+        f"NeuROK: simulated {END - START} frames of {other.name}; gravity (0, 0, -9.81) m/s^2 from the scene",
+        f"NeuROK: simulated {END - START} frames of {cube.name}; gravity (0, 0, -9.81) m/s^2 from the scene"]
+    assert not context.window_manager.neurok_job.running
+
+
+def test_esc_in_the_modal_path_leaves_every_object_unchanged(cube, import_mesh):
+    import bpy
+
+    other = import_mesh("cube_subdiv")
+    cube.select_set(True)
+    driver = ModalDriver(bpy.context)
+    assert driver.event(bpy.context, "ESC") == {"CANCELLED"}
+    assert cube.data.shape_keys is None and other.data.shape_keys is None
+    assert ("INFO", f"NeuROK simulation cancelled; {other.name} and the rest unchanged") in driver.reports
