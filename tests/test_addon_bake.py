@@ -127,6 +127,11 @@ def test_resimulate_after_bake_shows_the_new_motion_and_clear_removes_the_cache(
     baked = write_motion(addon, subdivided, (0.0, 0.0, 2.0), (END,))[END]
     path = tmp_path / "cube.pc2"
     assert bpy.ops.neurok.bake(filepath=str(path)) == {"FINISHED"}
+    top = max(v.co.z for v in subdivided.data.vertices)
+    pins = subdivided.vertex_groups.new(name="top")
+    pins.add([v.index for v in subdivided.data.vertices if v.co.z > top - 1e-3], 1.0, "REPLACE")
+    # Pinned jelly deforms: a run started from the wrong shape would not move like the one below.
+    subdivided.neurok.pin_group, subdivided.neurok.material = "top", "jelly"
     subdivided.neurok.initial_velocity = (2.0, 0.0, 0.0)
     bpy.context.scene.frame_set(END)  # the cache deforms the mesh here: the new run must still start at rest
     resimulated = simulate_and_capture(subdivided, (START, END))
@@ -141,6 +146,8 @@ def test_resimulate_after_bake_shows_the_new_motion_and_clear_removes_the_cache(
     assert bpy.ops.neurok.clear() == {"FINISHED"}
     assert not cache_modifiers(subdivided) and not path.exists()
     np.testing.assert_allclose(evaluated_world(subdivided), rest, atol=1e-6)
+    # The same settings without a bake in the way: the run over the bake started from the true rest shape.
+    np.testing.assert_allclose(simulate_and_capture(subdivided, (END,))[END], resimulated[END], atol=1e-5)
 
 
 def test_clear_keeps_a_file_another_object_reads(addon, import_mesh, tmp_path):
