@@ -12,7 +12,7 @@ u = (v, w, q'), the point velocities are x' = A u and accelerations x'' = A u' +
 the Euler-Lagrange equations written through virtual work (Kane's form, identical for these holonomic
 coordinates; b carries the Coriolis and centrifugal terms)::
 
-    (A^T m A) u' = A^T (f_gravity + f_drag + f_elastic + f_ground - m b)
+    (A^T m A) u' = A^T (f_gravity + f_wind + f_drag + f_elastic + f_contact - m b)
 
 so kinetic energy uses the mass matrix J^T M J and every force enters as a generalized force through J^T.
 Elastic energy is that of a spring network between query points, calibrated to Young's modulus (a sheet's springs
@@ -36,9 +36,11 @@ import numpy as np
 import torch
 from scipy.linalg import lapack
 
+from .contact import Collider, contact_force
 from .errors import Cancelled
 from .frame_motion import FrameMotion
 from .model import CoefficientMLP
+from .wind import Wind
 
 DTYPE = torch.float64
 # Spring-edge fields and their products in float32: the products' rounding (~1e-7 of an edge's relative
@@ -136,8 +138,8 @@ class Body:
     damping: float  # stiffness-proportional Rayleigh damping, s
     drag: float  # 1/s
     gravity: torch.Tensor  # (3,)
-    ground: float | None
-    ground_k: float  # penalty stiffness per unit mass, 1/s^2
+    colliders: tuple[Collider, ...]  # the ground plane and the scene's colliders
+    contact_k: float  # their penalty stiffness per unit mass, 1/s^2
     free: bool
     compression: float = 1.0  # a shortened spring's stiffness as a fraction of a stretched one's (sheets buckle)
     # Mass scaling in any configuration (s^2, or None): each spring carries inertia spring_k * stretch_inertia on its
@@ -145,6 +147,7 @@ class Body:
     # omega^2 stretch_inertia), wherever the body is, and only motions that stretch springs (simulator.build_body).
     stretch_inertia: float | None = None
     frame: FrameMotion | None = None  # the object's animated transform: simulated in its moving frame
+    wind: Wind | None = None
 
     @property
     def size(self) -> float:
@@ -227,10 +230,10 @@ class Dynamics(torch.nn.Module):
       pair exerts no net force or torque, so springs act on the deformation coordinates alone, through the edge
       fields precomputed per body;
     - the deformation block of the mass matrix is G^T B G with B = Phi^T m Phi, also precomputed;
-    - gravity, inertial (Coriolis, centrifugal) and contact forces are summed per point in the body frame and
-      projected once: onto the coefficients by Phi^T, onto translation and rotation by their sum and moment. A
-      pinned body without ground needs no per-point sum: gravity projects to the constant Phi^T m g and its
-      inertial term to B d2a/dq2[q', q'].
+    - gravity, wind, inertial (Coriolis, centrifugal, an animated frame's) and contact forces are summed per point
+      in the body frame and projected once: onto the coefficients by Phi^T, onto translation and rotation by their
+      sum and moment. A pinned body without contact, wind or an animated frame needs no per-point sum: gravity
+      projects to the constant Phi^T m g and its inertial term to B d2a/dq2[q', q'].
 
     ``tests/test_dynamics.py`` checks it against A^T f assembled point by point with ``kinematics``.
     ``should_cancel`` is polled every CANCEL_CHECK_EVERY evaluations, so a cancel stops even a stiff stretch of
@@ -333,16 +336,9 @@ class Dynamics(torch.nn.Module):
         a, G, c2 = self.body.latent.with_derivatives(q, np.zeros_like(q))
         return self._deformation_mass(G, self.springs(a, np.zeros_like(a), c2, G)[1])
 
-    def ground_force(self, x: np.ndarray, xd: np.ndarray) -> np.ndarray:
-        """Penalty contact, critically damped in the normal direction, with viscous friction tangentially (N, 3)."""
-        b_ = self.body
-        m = self.arrays.mass[:, 0]
-        depth = (b_.ground - x[:, 2]).clip(0.0)
-        touching = 1.0 * (depth > 0)
-        k = b_.ground_k
-        fn = m * (k * depth - 2.0 * k**0.5 * xd[:, 2].clip(max=0.0) * touching)
-        friction = -touching * m * k**0.5
-        return np.stack([friction * xd[:, 0], friction * xd[:, 1], fn], 1)
+    def contact_force(self, x: np.ndarray, xd: np.ndarray) -> np.ndarray:
+        """Penalty contact with the colliders (N, 3) at positions x moving at xd (contact.contact_force)."""
+        return contact_force(self.body.colliders, x, xd, self.arrays.mass[:, 0], self.body.contact_k)
 
     def forward(self, t, y):
         self.evaluations += 1
@@ -368,7 +364,7 @@ class Dynamics(torch.nn.Module):
         if b_.free:
             y, f = self._point_forces(a, ad, c2, t, R, pos, v, w)
             Qa = z.phi.T @ f.reshape(-1)
-        elif b_.ground is not None or b_.frame is not None:
+        elif b_.colliders or b_.frame is not None or b_.wind is not None:
             y, f = self._point_forces(a, ad, c2, t)
             Qa = z.phi.T @ f.reshape(-1)
         else:  # gravity and the inertial term of a still frame project through the fields' mass moments
@@ -398,30 +394,31 @@ class Dynamics(torch.nn.Module):
 
     def _point_forces(self, a, ad, c2, t, R=None, pos=None, v=None, w=None):
         """Body-frame query positions y (N, 3) and the forces on them (N, 3), expressed in the body frame: gravity,
-        ground contact, the inertial force -m b (with Coriolis and centrifugal terms for a free body: pass its
+        wind, contact, the inertial force -m b (with Coriolis and centrifugal terms for a free body: pass its
         rotation R, position and velocities) and an animated object's frame acceleration at time t."""
         z, b_ = self.arrays, self.body
         n = len(z.rest)
         y = z.rest + (z.phi @ a).reshape(n, 3)
         yd = (z.phi @ ad).reshape(n, 3)
         bias = (z.phi @ c2).reshape(n, 3)
-        gravity = z.gravity
+        if R is None:  # the body frame is the mesh's space
+            x, xd = z.center + y, yd
+        else:
+            bias = bias + np.cross(w, np.cross(w, y)) + 2.0 * np.cross(w, yd)
+            x, xd = z.center + pos + y @ R.T, v + (np.cross(w, y) + yd) @ R.T
+        # External accelerations in the mesh's space (an animated object's: its moving frame)
+        push = z.gravity
+        if b_.frame is not None:
+            felt, turn = b_.frame.acceleration(t, x, xd)
+            push = push @ turn - felt
+        if b_.wind is not None:
+            push = push + b_.wind.acceleration(t, x)
+        f = z.mass * push
+        if b_.colliders:
+            f = f + self.contact_force(x, xd)
         if R is None:
-            if b_.frame is not None:
-                felt, turn = b_.frame.acceleration(t, z.center + y, yd)
-                gravity = gravity @ turn - felt
-            f = z.mass * (gravity - bias)
-            if b_.ground is not None:
-                f = f + self.ground_force(z.center + y, yd)
-            return y, f
-        bias = bias + np.cross(w, np.cross(w, y)) + 2.0 * np.cross(w, yd)
-        if b_.frame is not None:  # object space, then the body's own axes
-            felt, turn = b_.frame.acceleration(t, z.center + pos + y @ R.T, v + (np.cross(w, y) + yd) @ R.T)
-            gravity = gravity @ turn - felt
-        f = z.mass * (gravity @ R - bias)
-        if b_.ground is not None:
-            f = f + self.ground_force(z.center + pos + y @ R.T, v + (np.cross(w, y) + yd) @ R.T) @ R
-        return y, f
+            return y, f - z.mass * bias
+        return y, f @ R - z.mass * bias
 
     def energy(self, y) -> dict:
         """Kinetic, elastic and gravitational energy (J) of a state; used by checks of energy conservation."""

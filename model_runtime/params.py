@@ -9,8 +9,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .contact import make_colliders
 from .errors import ParameterError
 from .materials import DEFAULT_MATERIAL, MATERIALS
+from .wind import make_wind
 
 MAX_FRAMES = 10_000
 MAX_GRAVITY = 1_000.0  # m/s^2, ~100 g: beyond that no preset material stays meaningful
@@ -38,6 +40,8 @@ class SimParams:
     # The object's own animation: object-to-world rigid transforms (frames + 1, 4, 4) in metres at each frame, or
     # None for a still object. The simulation runs in object space (model_runtime.frame_motion).
     frame_motion: np.ndarray | None = None
+    wind: list = field(default_factory=list)  # wind sources (model_runtime.wind.make_wind), in the mesh's space
+    colliders: list = field(default_factory=list)  # static colliders (model_runtime.contact.make_colliders)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -63,6 +67,8 @@ def make_params(
     ground: float | None = None,
     pins=None,
     frame_motion=None,
+    wind=None,
+    colliders=None,
     num_vertices: int | None = None,
 ) -> SimParams:
     """Fill unset values from the material preset and reject anything physically meaningless."""
@@ -90,7 +96,10 @@ def make_params(
         ground=None if ground is None else _number("ground", ground),
         pins=_pins(pins, num_vertices),
     )
-    p.frame_motion = _frame_motion(frame_motion, p.frames, p.ground)
+    make_wind(wind)  # validation: the simulator builds them from the plain data kept here
+    make_colliders(colliders)
+    p.wind, p.colliders = list(wind or []), list(colliders or [])
+    p.frame_motion = _frame_motion(frame_motion, p.frames, p.ground is not None or bool(p.colliders))
     _check(p)
     return p
 
@@ -150,7 +159,7 @@ FRAME_TOLERANCE = 1e-3  # how far a transform's 3x3 part may be from a rotation 
 MAX_FRAME_TRAVEL = 1e4  # m: farther than any scene a frame motion is meant for
 
 
-def _frame_motion(value, frames: int, ground: float | None) -> np.ndarray | None:
+def _frame_motion(value, frames: int, contacts: bool) -> np.ndarray | None:
     """None, or (frames + 1, 4, 4) finite rigid transforms (a rotation and a translation in metres)."""
     if value is None:
         return None
@@ -168,9 +177,9 @@ def _frame_motion(value, frames: int, ground: float | None) -> np.ndarray | None
             or np.abs(m[:, 3] - [0, 0, 0, 1]).max() > 0):
         raise ParameterError("frame_motion's transforms must be rotations and translations only (no scale, shear "
                              "or mirroring); pass the object's scale in its vertices")
-    if ground is not None:
-        raise ParameterError("a ground plane with an animated object (frame_motion) is not supported yet; "
-                             "leave one of them out")
+    if contacts:
+        raise ParameterError("a ground plane or colliders with an animated object (frame_motion) are not supported "
+                             "yet: they would move with the object; leave one of them out")
     return m
 
 

@@ -16,14 +16,16 @@ import numpy as np
 import torch
 from torchdiffeq import odeint
 
+from . import contact, statics
 from . import mesh as meshlib
-from . import statics
+from .contact import make_colliders
 from .dynamics import DTYPE, Body, BudgetSpent, Dynamics, LatentMap, State, quat_to_matrix, skew
 from .errors import Cancelled, MeshError, SimulationError
 from .frame_motion import FrameMotion
 from .model import CoefficientMLP, NeuROK
 from .params import SimParams, make_params
 from .weights import load_model
+from .wind import make_wind
 
 ENCODER_POINTS = 2048
 QUERY_POINTS = 256
@@ -323,23 +325,26 @@ def build_body(enc: Encoding, p: SimParams, coeff: CoefficientMLP, locking: dict
     else:
         added_mass, stretch_inertia = torch.zeros_like(omega), 1.0 / omega_cut**2
         omega_max = float((omega / (1.0 + (omega / omega_cut) ** 2).sqrt()).max())
-    ground_omega = 2.0 * omega_cut if p.ground is not None else 0.0
+    colliders = make_colliders(p.colliders) + (() if p.ground is None else (contact.ground(p.ground),))
+    ground_omega = 2.0 * omega_cut if colliders else 0.0
     rate = max(omega_max, p.drag, ground_omega, p.damping * omega_max**2)
     substeps = int(min(MAX_SUBSTEPS, max(1, math.ceil(rate * dt / STABLE_STEP))))
     step = dt / substeps
     # Stiffness-proportional damping of the fastest kept mode is capped at what an explicit step can resolve.
     damping = min(p.damping, STABLE_STEP / max(omega_max**2 * step, 1e-12))
-    ground_k = (0.5 / step) ** 2
-    if p.ground is not None:
-        ground_k = _ground_stiffness(ground_k, float(rest.norm(dim=1).max()), float(np.linalg.norm(p.gravity)), dt)
+    contact_k = (0.5 / step) ** 2
+    if colliders:
+        # the steady push a contact holds: gravity and the wind at full strength
+        push = float(np.linalg.norm(p.gravity)) + sum(float(np.linalg.norm(w["acceleration"])) for w in p.wind)
+        contact_k = _ground_stiffness(contact_k, float(rest.norm(dim=1).max()), push, dt)
         # Fixed-step methods (and the RK4 fallback) need steps short enough for the contact as well.
-        substeps = max(substeps, math.ceil(math.sqrt(ground_k) * dt / CONTACT_STEP))
+        substeps = max(substeps, math.ceil(math.sqrt(contact_k) * dt / CONTACT_STEP))
     body = Body(rest=rest, center=com, phi=phi, latent=LatentMap(coeff, code, U), added_mass=added_mass, mass=mass,
                 spring_i=si, spring_j=sj, spring_rest=length, spring_k=torch.full_like(length, k_spring),
-                damping=damping, drag=p.drag, gravity=torch.as_tensor(p.gravity, dtype=DTYPE), ground=p.ground,
-                ground_k=ground_k, free=not enc.pinned, compression=1.0 if enc.closed else SHEET_COMPRESSION,
+                damping=damping, drag=p.drag, gravity=torch.as_tensor(p.gravity, dtype=DTYPE), colliders=colliders,
+                contact_k=contact_k, free=not enc.pinned, compression=1.0 if enc.closed else SHEET_COMPRESSION,
                 stretch_inertia=stretch_inertia,
-                frame=None if p.frame_motion is None else FrameMotion(p.frame_motion, p.fps))
+                frame=None if p.frame_motion is None else FrameMotion(p.frame_motion, p.fps), wind=make_wind(p.wind))
     return Plan(body, substeps, factor, rigid, RTOL if enc.closed else SHEET_RTOL)
 
 

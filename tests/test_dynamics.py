@@ -32,8 +32,8 @@ def pointwise_accelerations(dyn: Dynamics, y: torch.Tensor) -> torch.Tensor:
     k = torch.where(extension < 0, b.compression, 1.0) * b.spring_k[:, None]
     fs = k * (extension + b.damping * rate) * d / length
     f = f.index_add(0, b.spring_i, fs).index_add(0, b.spring_j, -fs)
-    if b.ground is not None:
-        f = f + torch.from_numpy(dyn.ground_force(x.numpy(), xd.numpy()))
+    if b.colliders:
+        f = f + torch.from_numpy(dyn.contact_force(x.numpy(), xd.numpy()))
     M = A.T @ (b.mass.repeat_interleave(3)[:, None] * A)
     # Mass scaling: modal mass, and stretch inertia 1/2 sum mu L'^2 with L' = J_L u, J_L = unit . (A_j - A_i), and
     # L'' = J_L u' + unit . (b_j - b_i) + (|x'_j - x'_i|^2 - L'^2) / L. Drag acts on both as on the points' mass.
