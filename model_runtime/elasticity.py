@@ -83,6 +83,41 @@ def project_psd(H: torch.Tensor) -> torch.Tensor:
     return (V * w.clamp_min(0.0)[..., None, :]) @ V.transpose(-1, -2)
 
 
+def neo_hookean_projected_stress_derivative(F: torch.Tensor, mu: float, lam: float) -> torch.Tensor:
+    """project_psd(neo_hookean_stress_derivative(F)) as (..., 9, 9) over row-major vec(F), from the law's own
+    eigensystem (Smith, de Goes and Kim 2018) instead of a 9 x 9 eigendecomposition: with F = U diag(s) V^T
+    (U, V rotations, s_2 negative when F is inverted), the pair (i, j) of axes, k the third, has twist and flip
+    modes U (e_i e_j^T -/+ e_j e_i^T) V^T / sqrt(2) with eigenvalues mu +/- lambda' (J - alpha) s_k, and the
+    scaling modes U diag(e) V^T come from the 3 x 3 Hessian of the energy in s."""
+    lam_s, alpha = _snh_constants(mu, lam)
+    U, s, Vh = torch.linalg.svd(F)
+    V = Vh.transpose(-1, -2)
+    det_u, det_v = torch.linalg.det(U), torch.linalg.det(V)
+    last = torch.tensor([1.0, 1.0, -1.0], dtype=F.dtype)
+    U = torch.where((det_u < 0)[..., None, None], U * last, U)  # reflections moved into s's last value
+    V = torch.where((det_v < 0)[..., None, None], V * last, V)
+    s = torch.cat([s[..., :2], s[..., 2:] * torch.sign(det_u * det_v)[..., None]], -1)
+    J = s[..., 0] * s[..., 1] * s[..., 2]
+    others = torch.stack([s[..., 1] * s[..., 2], s[..., 0] * s[..., 2], s[..., 0] * s[..., 1]], -1)  # dJ/ds
+    scaling = lam_s * (others[..., :, None] * others[..., None, :]) + mu * torch.eye(3, dtype=F.dtype)
+    twist = lam_s * (J - alpha)[..., None] * s  # entry k: the off-diagonal d2J/ds_i ds_j = s_k, times lam' (J - a)
+    pairs = ((1, 2), (0, 2), (0, 1))
+    for k, (i, j) in enumerate(pairs):
+        scaling[..., i, j] += twist[..., k]
+        scaling[..., j, i] += twist[..., k]
+    w, e = torch.linalg.eigh(scaling)
+    outer = U[..., :, :, None, None] * V[..., None, None, :, :]  # [a, i, b, j] = U_ai V_bj, for U e_i e_j^T V^T
+    outer = outer.permute(*range(outer.dim() - 4), -4, -2, -3, -1).reshape(*F.shape[:-2], 9, 3, 3)  # [(a,b), i, j]
+    modes = [torch.einsum("...xi,...ik->...xk", outer.diagonal(dim1=-2, dim2=-1), e)]
+    values = [w]
+    for k, (i, j) in enumerate(pairs):
+        for sign in (-1.0, 1.0):  # twist (antisymmetric), then flip (symmetric)
+            modes.append(((outer[..., i, j] + sign * outer[..., j, i]) / 2**0.5)[..., None])
+            values.append((mu - sign * twist[..., k])[..., None])
+    Q, lam_m = torch.cat(modes, -1), torch.cat(values, -1).clamp_min(0.0)
+    return (Q * lam_m[..., None, :]) @ Q.transpose(-1, -2)
+
+
 def plane_stress_moduli(stiffness: float, poisson: float, thickness: float) -> tuple[float, float]:
     """A sheet's membrane moduli per unit width (N/m): (mu h, E h nu / (1 - nu^2))."""
     mu, _ = lame(stiffness, poisson)
