@@ -40,6 +40,8 @@ class Job:
     fraction: float = 0.0
     message: str = "starting the NeuROK worker"
     last_activity: float = 0.0
+    warm: bool | None = None  # the worker's answer: was its model already loaded when this job started?
+    superseded: bool = False  # a newer job was submitted: this one is cancelled and no longer read
 
 
 class _Closed:
@@ -56,6 +58,10 @@ class WorkerClient:
         self._messages: queue.Queue = queue.Queue()
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._ids = itertools.count(1)
+        # One job reads the worker's answers at a time (messages for other ids are dropped), so a new submit
+        # cancels the job still in flight instead of leaving it to wait for answers it would never see.
+        self._current: Job | None = None
+        self._warmed = False
 
     @property
     def pid(self) -> int | None:
@@ -99,20 +105,39 @@ class WorkerClient:
         for raw in process.stderr:
             lines.append(raw.decode("utf-8", "replace").rstrip())
 
-    def submit(self, vertices: np.ndarray, faces: np.ndarray, pins: np.ndarray, params: dict) -> Job:
-        """Send one simulation request (vertices in metres, world space); returns at once."""
+    def submit(self, vertices: np.ndarray, faces: np.ndarray, pins: np.ndarray, params: dict,
+               frame_motion: np.ndarray | None = None) -> Job:
+        """Send one simulation request (vertices in metres; frame_motion: (frames + 1, 4, 4) rigid transforms of an
+        animated object, the vertices then in its moving frame); returns at once. Supersedes the job in flight."""
         if not self.alive:
             self._start()
-        job = Job(next(self._ids), last_activity=time.monotonic())
+        if self._current is not None:
+            self.cancel(self._current)
+            self._current.superseded = True
+        job = self._current = Job(next(self._ids), last_activity=time.monotonic())
+        arrays = {"vertices": vertices, "faces": faces, "pins": pins}
+        if frame_motion is not None:
+            arrays["frame_motion"] = frame_motion
         try:
-            protocol.write_message(self._process.stdin, "simulate",
-                                   {"vertices": vertices, "faces": faces, "pins": pins}, id=job.id, params=params)
+            protocol.write_message(self._process.stdin, "simulate", arrays, id=job.id, params=params)
         except (OSError, ValueError) as exc:
             self._fail(f"stopped accepting requests ({exc})")
         return job
 
+    def warm_up(self) -> Job | None:
+        """Start the worker and have it load torch and the weights now, with a one-frame simulation of a
+        tetrahedron whose result nobody reads, so that the first real Simulate does not wait for them. Only once
+        per client: a worker that failed is not restarted behind the artist's back."""
+        if self._warmed or self.alive:
+            return None
+        self._warmed = True
+        vertices = np.array([[0, 0, 0], [0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]], np.float32)
+        faces = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]], np.int32)
+        return self.submit(vertices, faces, np.zeros(0, np.int32), {"frames": 1})
+
     def poll(self, job: Job) -> np.ndarray | None:
         """Apply what the worker has said so far: the positions when done, None while running; raises on failure."""
+        self._check_current(job)
         while True:
             try:
                 msg = self._messages.get_nowait()
@@ -127,6 +152,7 @@ class WorkerClient:
 
     def wait(self, job: Job, progress=None) -> np.ndarray:
         """Block until the job ends; progress(fraction, message) is called on every progress message."""
+        self._check_current(job)
         while True:
             remaining = job.last_activity + self.timeout - time.monotonic()
             try:
@@ -139,6 +165,11 @@ class WorkerClient:
             if progress is not None:
                 progress(job.fraction, job.message)
 
+    @staticmethod
+    def _check_current(job: Job) -> None:
+        if job.superseded:
+            raise WorkerCancelled("Simulation cancelled: a newer one replaced it")
+
     def _handle(self, job: Job, msg) -> np.ndarray | None:
         if isinstance(msg, _Closed):
             self._fail(msg.reason)
@@ -147,12 +178,15 @@ class WorkerClient:
         if msg.get("id") != job.id:
             return None  # a late answer to a job that was cancelled or abandoned
         job.last_activity = time.monotonic()
+        if msg.type in ("result", "cancelled", "error") and self._current is job:
+            self._current = None  # ended: nothing left to cancel when the next job comes
         if msg.type == "progress":
             job.fraction, job.message = float(msg.get("fraction", 0.0)), str(msg.get("message", ""))
         elif msg.type == "result":
             positions = msg.arrays.get("positions")
             if positions is None or positions.ndim != 3 or positions.shape[2] != 3:
                 self._fail("returned a result without valid positions")
+            job.warm = bool(msg.get("warm"))
             return positions
         elif msg.type == "cancelled":
             raise WorkerCancelled("Simulation cancelled")
@@ -169,7 +203,7 @@ class WorkerClient:
 
     def stop(self) -> None:
         """Kill the worker (if any); the next request starts a new one."""
-        process, self._process = self._process, None
+        process, self._process, self._current = self._process, None, None
         if process is None:
             return
         if process.poll() is None:

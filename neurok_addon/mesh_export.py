@@ -1,4 +1,5 @@
-"""What Simulate sends: the object's evaluated mesh in world space, its triangles and its pinned vertices."""
+"""What Simulate sends: the object's evaluated mesh, its triangles and its pinned vertices (motion.py places them in
+the simulated space)."""
 
 import contextlib
 from dataclasses import dataclass, field
@@ -18,7 +19,6 @@ class InputError(Exception):
 @dataclass
 class ExportedMesh:
     local: np.ndarray  # (V, 3) float64, evaluated rest positions in object space
-    world: np.ndarray  # (V, 3) float64, the same in world space (scene units)
     faces: np.ndarray  # (F, 3) int32 triangles
     pins: np.ndarray  # (P,) int32 vertex indices
     matrix_world: np.ndarray  # (4, 4)
@@ -73,9 +73,8 @@ def export(obj: bpy.types.Object, context: bpy.types.Context, pin_group: str) ->
     if singular[-1] <= 1e-9 * singular[0]:  # relative: a uniformly tiny scale is fine
         raise InputError(f"{obj.name} has a zero (or non-finite) scale: its animation could not be mapped back to "
                          "the object; set every scale axis to a non-zero value")
-    world = local @ matrix[:3, :3].T + matrix[:3, 3]
     above_cage = [m.name for m in visible[cut:]]
-    return ExportedMesh(local, world, faces, pinned_vertices(obj, pin_group), matrix, above_cage)
+    return ExportedMesh(local, faces, pinned_vertices(obj, pin_group), matrix, above_cage)
 
 
 def _geometry(mesh: bpy.types.Mesh) -> tuple[np.ndarray, np.ndarray]:

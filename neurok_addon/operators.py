@@ -9,7 +9,7 @@ import numpy as np
 from ..model_runtime import mesh as meshlib
 from ..model_runtime import protocol
 from ..model_runtime.errors import MeshError
-from . import client, mesh_export, pc2, shape_keys
+from . import client, mesh_export, motion, pc2, scene_forces, shape_keys
 from .preferences import worker_python, worker_timeout
 from .properties import BLEND_RELATIVE, EARTH_GRAVITY
 
@@ -69,7 +69,18 @@ class SimulationRun:
             meshlib.check_vertex_count(len(obj.data.vertices))
         except MeshError as exc:
             raise mesh_export.InputError(str(exc)) from exc
-        self.mesh = mesh_export.export(obj, context, settings.pin_group)
+        # Everything the run depends on is read at the start frame: the rest shape (modifiers applied), where the
+        # object is, and the wind and colliders around it.
+        frames = frame_end - self.frame_start
+        self.unit = scene.unit_settings.scale_length
+        with motion.at_frame(scene, self.frame_start):
+            self.mesh = mesh_export.export(obj, context, settings.pin_group)
+            matrices = (motion.sample_matrices(obj, scene, self.frame_start, frames) if motion.may_move(obj)
+                        else self.mesh.matrix_world[None])
+            self.space = motion.simulation_space(matrices, self.unit)
+            wind, wind_names = scene_forces.wind(scene, context.view_layer, self.space)
+            colliders = scene_forces.colliders(context, self.space, obj)
+        self._scene_notes(obj, settings, wind_names, colliders)
         if (scale := mesh_export.non_uniform_scale(obj)) is not None:
             self.warnings.append(f"{obj.name} has unapplied non-uniform scale ({scale[0]:.3g}, {scale[1]:.3g}, "
                                  f"{scale[2]:.3g}): the simulation uses world-space sizes; apply the scale "
@@ -84,13 +95,13 @@ class SimulationRun:
         if settings.pin_group and len(self.mesh.pins) == 0:
             self.warnings.append(f"{obj.name}'s pin group {settings.pin_group!r} has no vertex with a weight above "
                                  "0.5: nothing is pinned")
-        frames, count = frame_end - self.frame_start, len(self.mesh.world)
+        count = len(self.mesh.local)
         if protocol.positions_nbytes(frames, count) > protocol.MAX_PAYLOAD_BYTES:
             raise mesh_export.InputError(f"{frames} frames of {count:,} vertices exceed what one simulation can "
                                          "return; simulate fewer frames or a lighter proxy mesh")
         # Scene units -> metres: the model works in SI units. Gravity too, as Blender's Cloth reads it (measured:
-        # the same drop in scene units at unit scale 1 and 0.01), but never silently.
-        self.unit = scene.unit_settings.scale_length
+        # the same drop in scene units at unit scale 1 and 0.01), but never silently. Gravity stays in world axes:
+        # for an animated object the runtime turns it with the object's frame.
         self.gravity = settings.effective_gravity(scene)
         source = "the scene" if settings.use_scene_gravity else "its custom vector"
         self.notes.append(f"gravity {_vector(self.gravity)} m/s^2 from {source}")
@@ -101,17 +112,42 @@ class SimulationRun:
                                      f"scene's {_vector(g * self.unit for g in scene_gravity)} m/s^2")
         if problem := settings.gravity_problem(scene):
             self.warnings.append(f"{problem}; Set Earth Gravity in NeuROK > Forces fixes it")
+        turn = self.space.from_world[:3, :3] / self.unit  # world axes -> the simulated space's (a rotation)
         params = dict(
             frames=frames, fps=scene.render.fps / scene.render.fps_base,
             gravity=list(self.gravity), drag=settings.drag, material=settings.material,
             stiffness=settings.stiffness, density=settings.density, damping=settings.damping,
-            initial_velocity=[v * self.unit for v in settings.initial_velocity],
-            angular_velocity=list(settings.angular_velocity),
-            ground=settings.ground_height * self.unit if settings.use_ground else None)
+            initial_velocity=self.space.vector(settings.initial_velocity).tolist(),
+            angular_velocity=(turn @ np.array(settings.angular_velocity)).tolist(),
+            ground=settings.ground_height * self.unit if settings.use_ground else None,
+            wind=wind, colliders=[c.spec for c in colliders])
+        vertices = self.mesh.local @ self.space.from_local[:3, :3].T + self.space.from_local[:3, 3]
         self.client = client.get_client(worker_python(context), worker_timeout(context))
-        self.job = self.client.submit((self.mesh.world * self.unit).astype(np.float32), self.mesh.faces,
-                                      self.mesh.pins, params)
+        self.job = self.client.submit(vertices.astype(np.float32), self.mesh.faces, self.mesh.pins, params,
+                                      self.space.frame_motion)
         self.frames = frames
+
+    def _scene_notes(self, obj, settings, wind_names: list[str], colliders) -> None:
+        """Say which scene objects act on the body, and refuse what the runtime cannot do with a moving one."""
+        if wind_names:
+            self.notes.append(f"wind from {', '.join(wind_names)}")
+        if colliders:
+            self.notes.append("colliders " + ", ".join(f"{c.name} ({c.shape})" for c in colliders))
+        if self.space.frame_motion is None:
+            return
+        self.notes.append(f"{obj.name} moves: simulated in its animated frame, pins follow the animation")
+        if settings.use_ground or colliders:
+            what = ", ".join((["the ground"] if settings.use_ground else []) + [c.name for c in colliders])
+            raise mesh_export.InputError(
+                f"{obj.name}'s transform is animated, and NeuROK cannot yet combine a moving object with the ground "
+                f"or colliders ({what}): turn off Ground, disable the Collision of those objects, or remove the "
+                "object's animation")
+        if self.space.scale_animated:
+            self.warnings.append(f"{obj.name}'s scale is animated: the simulation uses its scale at the start frame, "
+                                 "and the animated scale applies on top of the result")
+        if wind_names and np.abs(self.space.frame_motion[:, :3, :3] - self.space.frame_motion[0, :3, :3]).max() > 1e-3:
+            self.warnings.append(f"{obj.name} turns while wind blows: the wind keeps the direction it has relative to "
+                                 "the object at the start frame")
 
     def poll(self) -> np.ndarray | None:
         return self.client.poll(self.job)
@@ -123,7 +159,7 @@ class SimulationRun:
         self.client.cancel(self.job)
 
     def finish(self, positions: np.ndarray) -> bpy.types.Object:
-        """Convert the world-space result to object space and write it as the object's NeuROK animation."""
+        """Convert the simulated result to object space and write it as the object's NeuROK animation."""
         obj = bpy.data.objects.get(self.object_name)
         if obj is None or len(obj.data.vertices) != len(self.mesh.local):
             raise mesh_export.InputError(f"{self.object_name} was deleted or edited while it was being simulated")
@@ -131,9 +167,7 @@ class SimulationRun:
         if positions.shape != expected or not np.isfinite(positions).all():
             raise client.WorkerError(f"the runtime returned invalid positions {positions.shape} (expected "
                                      f"{expected}); nothing was written")
-        inverse = np.linalg.inv(self.mesh.matrix_world)
-        local = (positions / self.unit) @ inverse[:3, :3].T + inverse[:3, 3]
-        shape_keys.write_animation(obj, local, self.mesh.local, self.frame_start)
+        shape_keys.write_animation(obj, self.space.to_local(positions), self.mesh.local, self.frame_start)
         cache = obj.modifiers.get(mesh_export.CACHE_MODIFIER)
         if cache is not None and (cache.show_viewport or cache.show_render):
             # An enabled cache would overwrite the new keys; disabled (not removed), the old bake stays reachable.
