@@ -49,7 +49,7 @@ def continuum_factors(sim: Simulator) -> list[dict]:
                        *_cantilever(length, 0.2, 1e6, (round(3 * aspect), 3, 3))))
     rows = []
     for name, v, f, p in bodies:
-        enc = sim.encode(validate(v, f), p.pins)
+        enc = sim.encode(validate(v, f), p.pins, p.gravity)
         s2, _ = bending_shape(torch.as_tensor(enc.surface_queries))  # as a free body
         rows.append({"body": name, "slenderness2": s2, "factor": build_body(enc, p, sim.coeff, None).stiffness_factor})
     return rows

@@ -213,7 +213,7 @@ def run_states(sim, vertices, faces, p: SimParams):
     from .simulator import DEFAULT_METHOD, build_body, decode_frames, integrate
 
     mesh = meshlib.validate(vertices, faces)
-    enc = sim.encode(mesh, p.pins)
+    enc = sim.encode(mesh, p.pins, p.gravity)
     with torch.no_grad():
         plan = build_body(enc, p, sim.coeff, sim.locking)
         states = integrate(plan, p, DEFAULT_METHOD, lambda *a: None, None)

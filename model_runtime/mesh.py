@@ -161,3 +161,73 @@ def pinned_patch_samples(vertices: np.ndarray, faces: np.ndarray, pins: np.ndarr
         bary = np.stack([i[keep], j[keep], n - i[keep] - j[keep]], 1) / n  # (B, 3)
         out.append(np.einsum("bk,tkd->tbd", bary, corners[steps == n]).reshape(-1, 3))
     return np.concatenate(out)
+
+
+AMBIGUOUS = 0.02  # relative gap between two principal second moments below which their axes are taken as tied
+SWEEP = 720  # directions tried within a tied plane
+LEAN = 1e-6  # a lean criterion smaller than this (dimensionless) does not tell directions apart
+
+
+def principal_frame(mesh: Mesh, pins: np.ndarray, gravity=(0.0, 0.0, 0.0)) -> np.ndarray:
+    """A rotation (3, 3) whose columns are the scene's own axes in world coordinates: it turns with the mesh about
+    gravity, and with mesh and gravity together, so what is computed in it does not depend on the scene's heading.
+
+    With gravity, the third axis points up (against it), as it did for every body the network was trained on, and
+    the first is the surface's longest horizontal principal axis; without, the axes are the surface's principal
+    axes of its second moment of area, longest first. A direction within a plane of tied moments, and each axis's
+    sign, are fixed by what the scene prefers (_leans); a shape symmetric under the remaining choice looks the same
+    either way.
+    """
+    a, b, c = (mesh.vertices[mesh.faces[:, k]] for k in range(3))
+    area = 0.5 * np.linalg.norm(np.cross(b - a, c - a), axis=1)
+    centroid = ((a + b + c) / 3 * area[:, None]).sum(0) / max(area.sum(), 1e-300)
+    a, b, c = a - centroid, b - centroid, c - centroid
+    s = a + b + c
+    # exact second moment of each triangle about the centroid: A / 12 (sum v v^T + s s^T)
+    second = sum(np.einsum("f,fi,fj->ij", area / 12, v, v) for v in (a, b, c, s))
+    length = np.sqrt(max(np.trace(second) / max(area.sum(), 1e-300), 1e-300))
+    shape = (s / 3 / length, area / max(area.sum(), 1e-300),
+             (mesh.vertices[pins].mean(0) - centroid) / length if len(pins) else np.zeros(3))
+    g = np.asarray(gravity, float)
+    if g @ g > 0:
+        up = -g / np.linalg.norm(g)
+        plane = np.linalg.svd(np.eye(3) - np.outer(up, up))[0][:, :2]  # any orthonormal basis of the horizontal
+        horizontal, told = _principal(plane, second, shape)
+        axes, told = np.column_stack([horizontal, up]), np.append(told, -1)  # gravity tells up best
+    else:
+        axes, told = _principal(np.eye(3), second, shape)
+    # The two best-directed axes keep their direction; the third completes a right-handed frame (an axis whose
+    # sign the shape cannot tell, of a shape symmetric under turning half a turn about another axis).
+    k = int(np.argmax(told))
+    axes[:, k] = np.cross(axes[:, (k + 1) % 3], axes[:, (k + 2) % 3])
+    return axes
+
+
+def _principal(basis: np.ndarray, second: np.ndarray, shape) -> tuple[np.ndarray, np.ndarray]:
+    """The principal axes (3, d) of the second moment within the span of ``basis`` (3, d), largest first, each
+    directed the way the shape leans (_leans), and for each the rank of the criterion that directed it (the last,
+    an even moment, cannot); within the first pair of tied moments, the direction it leans most."""
+    moments, local = np.linalg.eigh(basis.T @ second @ basis)
+    moments, axes = moments[::-1], basis @ local[:, ::-1]
+    tied = np.nonzero(moments[:-1] - moments[1:] <= AMBIGUOUS * max(moments[0], 1e-300))[0]
+    if len(tied):
+        k = tied[0]
+        turn = np.linspace(0, 2 * np.pi, SWEEP, endpoint=False)
+        candidates = np.cos(turn)[:, None] * axes[:, k] + np.sin(turn)[:, None] * axes[:, k + 1]
+        leans = _leans(candidates, *shape)
+        telling = leans[np.argmax(np.abs(leans).max(1) > LEAN)]  # the first criterion that tells them apart
+        best = candidates[np.argmax(telling)]
+        axes[:, k + 1] = np.cross(np.cross(axes[:, k], axes[:, k + 1]), best)
+        axes[:, k] = best
+    leans = _leans(axes.T, *shape)
+    told = np.argmax(np.abs(leans[:-1]) > LEAN, axis=0)  # each axis's first telling criterion
+    told[(np.abs(leans[:-1]) <= LEAN).all(0)] = len(leans) - 1
+    return axes * np.where(leans[told, np.arange(axes.shape[1])] < 0, -1.0, 1.0), told
+
+
+def _leans(directions: np.ndarray, centres: np.ndarray, area: np.ndarray, pinned: np.ndarray) -> np.ndarray:
+    """How the shape leans along each direction (D, 3), by three criteria in order (3, D): towards its pins, by
+    its skew (third moment of area), by its reach (fourth moment); each dimensionless (lengths in the shape's size,
+    areas as fractions) and telling where it exceeds LEAN."""
+    along = centres @ directions.T  # (F, D)
+    return np.stack([directions @ pinned, (along**3 * area[:, None]).sum(0), (along**4 * area[:, None]).sum(0)])

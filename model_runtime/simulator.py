@@ -105,8 +105,8 @@ class Encoding:
     """What the network says about one mesh with one pin set; independent of the physical parameters."""
 
     vertices: np.ndarray  # (V, 3) float64 input vertices
-    center: np.ndarray  # bbox centre
-    scale: float  # bbox diagonal
+    axes: np.ndarray  # (3, 3) the mesh's own axes (mesh.principal_frame), in which the network sees it
+    scale: float  # diagonal of the bounding box in those axes
     queries: np.ndarray  # (N, 3) physical query positions on the surface
     centroid: np.ndarray  # area-weighted surface centroid: the centre of mass of the surface-mass model
     phi_q: torch.Tensor  # (N, 3, P) normalized basis at queries, pins corrected
@@ -157,7 +157,7 @@ class Simulator:
         meshlib.check_pins(mesh, params.pins)
         progress = progress or (lambda fraction, message: None)
         progress(0.0, "encoding mesh")
-        enc = self.encode(mesh, params.pins)
+        enc = self.encode(mesh, params.pins, params.gravity)
         plan = build_body(enc, params, self.coeff, self.locking)
         progress(0.05, "integrating latent dynamics")
         states = integrate(plan, params, method, progress, should_cancel)
@@ -171,24 +171,31 @@ class Simulator:
         return positions
 
     @torch.no_grad()
-    def encode(self, mesh: meshlib.Mesh, pins: np.ndarray) -> Encoding:
-        key = hashlib.sha1(mesh.vertices.tobytes() + mesh.faces.tobytes() + pins.tobytes()).hexdigest()
-        if self._cache and self._cache[0] == key:
+    def encode(self, mesh: meshlib.Mesh, pins: np.ndarray, gravity=(0.0, 0.0, 0.0)) -> Encoding:
+        axes = meshlib.principal_frame(mesh, pins, gravity)
+        key = hashlib.sha1(mesh.vertices.tobytes() + mesh.faces.tobytes() + pins.tobytes() + axes.tobytes())
+        if self._cache and self._cache[0] == key.hexdigest():
             return self._cache[1]
-        enc = encode_mesh(self.model, mesh, pins)
-        self._cache = (key, enc)
+        enc = encode_mesh(self.model, mesh, pins, axes)
+        self._cache = (key.hexdigest(), enc)
         return enc
 
 
-def encode_mesh(model: NeuROK, mesh: meshlib.Mesh, pins: np.ndarray) -> Encoding:
+def encode_mesh(model: NeuROK, mesh: meshlib.Mesh, pins: np.ndarray, axes: np.ndarray) -> Encoding:
+    """What the network says about the mesh, seen in its own ``axes`` (mesh.principal_frame), so that it turns
+    with the scene: physics does not depend on which way the scene faces."""
     rng = np.random.default_rng(0)  # fixed: the same mesh always gets the same samples
-    lo, hi = mesh.vertices.min(0), mesh.vertices.max(0)
+    own = mesh.vertices @ axes
+    lo, hi = own.min(0), own.max(0)
     center, scale = (lo + hi) / 2, float(np.linalg.norm(hi - lo))
     pin_mask = np.zeros(len(mesh.vertices), np.float32)
     pin_mask[pins] = 1.0
 
     def normalized(x):
-        return torch.as_tensor((x - center) / scale, dtype=torch.float32)[None]
+        return torch.as_tensor((x @ axes - center) / scale, dtype=torch.float32)[None]
+
+    def to_world(phi):  # fields (N, 3, P) from the mesh's own axes to world axes
+        return torch.einsum("ij,njp->nip", torch.as_tensor(axes, dtype=phi.dtype), phi)
 
     def surface(n):
         pts, face, bary = meshlib.sample_surface(mesh, n, rng)
@@ -198,21 +205,21 @@ def encode_mesh(model: NeuROK, mesh: meshlib.Mesh, pins: np.ndarray) -> Encoding
     enc_pts, enc_pin = surface(ENCODER_POINTS)
     tokens, _, code = model.prior(normalized(enc_pts), enc_pin)
     queries, q_pin = surface(QUERY_POINTS)
-    phi_q = model.decoder.basis(normalized(queries), q_pin, tokens)[0].double()
+    phi_q = to_world(model.decoder.basis(normalized(queries), q_pin, tokens)[0].double())
     vertex_pin = torch.as_tensor(pin_mask)[None]
     phi_v = torch.cat([  # float32: at ~0.8 kB a vertex it is the largest thing kept per mesh
-        model.decoder.basis(normalized(mesh.vertices[i:i + VERTEX_CHUNK]), vertex_pin[:, i:i + VERTEX_CHUNK],
-                            tokens)[0]
+        to_world(model.decoder.basis(normalized(mesh.vertices[i:i + VERTEX_CHUNK]),
+                                     vertex_pin[:, i:i + VERTEX_CHUNK], tokens)[0])
         for i in range(0, len(mesh.vertices), VERTEX_CHUNK)])
     if len(pins):
         phi_q, phi_v = _hold_pins(mesh.vertices, pins, queries, phi_q, phi_v, scale)
-    anchors = _spread(mesh.vertices[pins], ANCHOR_POINTS)  # none without pins
+    anchors = _spread(mesh.vertices[pins] @ axes, ANCHOR_POINTS) @ axes.T  # in its own axes: their order turns too
     queries = np.vstack([queries, anchors])
     phi_q = torch.cat([phi_q, phi_q.new_zeros(len(anchors), *phi_q.shape[1:])])
     closed = meshlib.is_closed(mesh)
     areas = meshlib.face_areas(mesh)
     centroid = (mesh.vertices[mesh.faces].mean(1) * areas[:, None]).sum(0) / areas.sum()
-    return Encoding(vertices=mesh.vertices, center=center, scale=scale, queries=queries, centroid=centroid,
+    return Encoding(vertices=mesh.vertices, axes=axes, scale=scale, queries=queries, centroid=centroid,
                     phi_q=phi_q, phi_v=phi_v,
                     code=code[0].double(), springs=_spring_graph(queries / scale, rng, closed),
                     pinned=bool(len(pins)), closed=closed, area=meshlib.total_area(mesh),
@@ -222,7 +229,8 @@ def encode_mesh(model: NeuROK, mesh: meshlib.Mesh, pins: np.ndarray) -> Encoding
 
 def _spread(points: np.ndarray, count: int) -> np.ndarray:
     """Up to ``count`` distinct points among ``points``, spread over them (farthest-point sampling)."""
-    points = np.unique(points, axis=0)
+    # to a nanometre: coordinates that differ by round-off alone must sort alike, or the spread depends on it
+    points = np.unique(np.round(points, 9), axis=0)
     if len(points) <= count:
         return points
     chosen = [0]
@@ -425,8 +433,10 @@ def _solid_sag(enc: Encoding, poisson: float, total: float) -> np.ndarray | None
     so it is solved once at 1 kg."""
     if poisson not in enc.sag:
         try:
-            enc.sag[poisson] = statics.self_weight_sag(meshlib.Mesh(enc.vertices, enc.faces), enc.pins, poisson,
-                                                       enc.queries, 1.0)
+            # in the mesh's own axes, whose lattice turns with it, then back to world axes
+            own = statics.self_weight_sag(meshlib.Mesh(enc.vertices @ enc.axes, enc.faces), enc.pins, poisson,
+                                          enc.queries @ enc.axes, 1.0)
+            enc.sag[poisson] = np.einsum("ia,pab,jb->pij", enc.axes, own, enc.axes)
         except MeshError:
             enc.sag[poisson] = None
     sag = enc.sag[poisson]

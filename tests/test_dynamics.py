@@ -60,7 +60,7 @@ def sim():
 def body(sim, vertices, faces, **physics):
     mesh = validate(vertices, faces)
     params = make_params(num_vertices=len(vertices), frames=1, fps=24, **physics)
-    return build_body(sim.encode(mesh, params.pins), params, sim.coeff, sim.locking).body
+    return build_body(sim.encode(mesh, params.pins, params.gravity), params, sim.coeff, sim.locking).body
 
 
 def random_state(dyn: Dynamics, seed: int) -> torch.Tensor:

@@ -179,7 +179,7 @@ def test_energy_is_conserved_without_drag_or_damping(sim, cloth):
 
     v, f, pins = cloth
     p = make_params(frames=48, fps=FPS, num_vertices=len(v), material="cloth", pins=pins, drag=0.0, damping=0.0)
-    plan = build_body(sim.encode(validate(v, f), p.pins), p, sim.coeff, sim.locking)
+    plan = build_body(sim.encode(validate(v, f), p.pins, p.gravity), p, sim.coeff, sim.locking)
     states = integrate(plan, p, DEFAULT_METHOD, lambda *a: None, None)
     dyn = Dynamics(plan.body)
     energies = np.array([sum(dyn.energy(y).values()) for y in states])
@@ -296,7 +296,7 @@ def test_a_pinned_solid_too_thin_for_the_continuum_lattice_falls_back_to_the_sle
     turn = np.pi / 4
     v = v @ np.array([[1, 0, 0], [0, np.cos(turn), -np.sin(turn)], [0, np.sin(turn), np.cos(turn)]]).T
     p = make_params(num_vertices=len(v), material="rubber", pins=np.nonzero(v[:, 0] <= v[:, 0].min() + 1e-9)[0])
-    enc = sim.encode(validate(v, f), p.pins)
+    enc = sim.encode(validate(v, f), p.pins, p.gravity)
     rest = torch.as_tensor(enc.queries, dtype=torch.float64)
     factor = build_body(enc, p, sim.coeff, sim.locking).stiffness_factor
     assert factor == pytest.approx(_locking_factor(rest - rest.mean(0), p.gravity, sim.locking), rel=0.05)
