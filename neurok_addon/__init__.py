@@ -4,7 +4,7 @@ All bpy code lives here; the simulation runs in a separate worker process (see :
 Python has no torch.
 """
 
-from . import client, operators, panels, preferences, properties
+from . import client, live, operators, panels, preferences, properties
 
 _MODULES = (properties, preferences, operators, panels)
 
@@ -15,6 +15,7 @@ def register() -> None:
 
 
 def unregister() -> None:
+    live.unregister()  # its timer would call into the unregistered add-on
     client.shutdown()  # a worker left running would hold its model in memory until Blender quits
     for module in reversed(_MODULES):
         module.unregister()

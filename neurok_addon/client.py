@@ -109,15 +109,19 @@ class WorkerClient:
                frame_motion: np.ndarray | None = None) -> Job:
         """Send one simulation request (vertices in metres; frame_motion: (frames + 1, 4, 4) rigid transforms of an
         animated object, the vertices then in its moving frame); returns at once. Supersedes the job in flight."""
-        if not self.alive:
-            self._start()
-        if self._current is not None:
+        if self._current is not None and self.alive:
             self.cancel(self._current)
             self._current.superseded = True
-        job = self._current = Job(next(self._ids), last_activity=time.monotonic())
         arrays = {"vertices": vertices, "faces": faces, "pins": pins}
         if frame_motion is not None:
             arrays["frame_motion"] = frame_motion
+        self._current = self._send(arrays, params)
+        return self._current
+
+    def _send(self, arrays: dict, params: dict) -> Job:
+        if not self.alive:
+            self._start()
+        job = Job(next(self._ids), last_activity=time.monotonic())
         try:
             protocol.write_message(self._process.stdin, "simulate", arrays, id=job.id, params=params)
         except (OSError, ValueError) as exc:
@@ -126,14 +130,15 @@ class WorkerClient:
 
     def warm_up(self) -> Job | None:
         """Start the worker and have it load torch and the weights now, with a one-frame simulation of a
-        tetrahedron whose result nobody reads, so that the first real Simulate does not wait for them. Only once
-        per client: a worker that failed is not restarted behind the artist's back."""
+        tetrahedron whose result nobody reads (a Simulate submitted meanwhile waits behind it, never cancels it),
+        so that the first real Simulate does not wait for them. Only once per client: a worker that failed is not
+        restarted behind the artist's back."""
         if self._warmed or self.alive:
             return None
         self._warmed = True
         vertices = np.array([[0, 0, 0], [0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]], np.float32)
         faces = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]], np.int32)
-        return self.submit(vertices, faces, np.zeros(0, np.int32), {"frames": 1})
+        return self._send({"vertices": vertices, "faces": faces, "pins": np.zeros(0, np.int32)}, {"frames": 1})
 
     def poll(self, job: Job) -> np.ndarray | None:
         """Apply what the worker has said so far: the positions when done, None while running; raises on failure."""

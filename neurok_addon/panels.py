@@ -2,7 +2,7 @@
 
 import bpy
 
-from . import mesh_export, operators, shape_keys
+from . import live, mesh_export, operators, shape_keys
 
 # Keyed playback cost grows with the square of the number of NeuROK keys (every F-Curve finds its key by name):
 # measured 34-36 ms per frame change at 1,000 keys and 136-142 ms at 2,000, against under 1 ms baked
@@ -46,6 +46,7 @@ class NEUROK_PT_main(_NeuROKPanel, bpy.types.Panel):
         if obj is None or obj.type != "MESH":
             layout.label(text=operators.not_editable_reason(context), icon="INFO")
             return
+        live.prestart(context)  # the artist is looking at NeuROK: have the model loaded by the time they press Simulate
         settings = obj.neurok
         layout.use_property_split = True
         layout.prop(settings, "material", text="Preset" if settings.preset_edited() else "Material")
@@ -73,6 +74,9 @@ class NEUROK_PT_main(_NeuROKPanel, bpy.types.Panel):
         row = layout.row(align=True)
         row.scale_y = 1.4
         row.operator(operators.NEUROK_OT_simulate.bl_idname, icon="PHYSICS")
+        layout.prop(settings, "auto_resimulate")
+        if settings.auto_resimulate and job.live_message:
+            layout.label(text=job.live_message, icon="FILE_REFRESH")
         row = layout.row(align=True)
         row.operator(operators.NEUROK_OT_clear.bl_idname, icon="X")
         row.operator(operators.NEUROK_OT_bake.bl_idname, icon="FILE_CACHE")

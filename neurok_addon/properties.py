@@ -19,9 +19,18 @@ BLEND_RELATIVE = {"PATH_SUPPORTS_BLEND_RELATIVE"} if bpy.app.version >= (5, 0, 0
 MATERIAL_ITEMS = [(name, name.replace("_", " ").title(), m.description) for name, m in MATERIALS.items()]
 
 
-def _apply_material(settings: "NeuROKSettings", _context) -> None:
+def _changed(settings: "NeuROKSettings", _context) -> None:
+    """A physical setting changed: Auto Re-simulate may re-run the simulation. Imported here: live.py needs the
+    operators, which import this module."""
+    from . import live
+
+    live.changed(settings.id_data)
+
+
+def _apply_material(settings: "NeuROKSettings", context) -> None:
     preset = MATERIALS[settings.material]
     settings.stiffness, settings.density, settings.damping = preset.stiffness, preset.density, preset.damping
+    _changed(settings, context)
 
 
 class NeuROKSettings(bpy.types.PropertyGroup):
@@ -33,50 +42,58 @@ class NeuROKSettings(bpy.types.PropertyGroup):
         soft_max=1e9, precision=0, step=1000,
         description="Young's modulus in pascals (Pa): how strongly a solid (closed mesh) resists stretching and "
                     "bending. Open surfaces (cloth) drape by their shape and weight: above some tens of kPa their "
-                    "stiffness changes little")
+                    "stiffness changes little", update=_changed)
     density: FloatProperty(
         name="Density", default=MATERIALS[DEFAULT_MATERIAL].density, min=1.0, max=25_000.0, precision=1,
-        description="Mass per volume in kg/m^3 (water is 1000)")
+        description="Mass per volume in kg/m^3 (water is 1000)", update=_changed)
     damping: FloatProperty(
         name="Damping", default=MATERIALS[DEFAULT_MATERIAL].damping, min=0.0, max=10.0, soft_max=0.1,
         precision=4, step=0.1, unit="TIME_ABSOLUTE",
-        description="Internal damping in seconds: higher values calm wobbling faster")
+        description="Internal damping in seconds: higher values calm wobbling faster", update=_changed)
     use_scene_gravity: BoolProperty(
         name="Scene Gravity", default=True,
         description="Use the scene's gravity (Scene Properties > Gravity), as Blender's Cloth does; turn off to set "
-                    "a custom vector")
+                    "a custom vector", update=_changed)
     # Wide hard limits: a centimetre scene needs -981 scene units/s^2 for Earth's gravity.
     gravity: FloatVectorProperty(
         name="Gravity", size=3, default=(0.0, 0.0, -9.81), min=-1e6, max=1e6, soft_min=-1e5, soft_max=1e5,
         subtype="ACCELERATION", unit="ACCELERATION",
         description="Gravity when not using the scene's, in scene units per s^2 like the scene's gravity (m/s^2 at "
-                    "unit scale 1)")
+                    "unit scale 1)", update=_changed)
     drag: FloatProperty(
         name="Air Drag", default=0.0, min=0.0, max=1000.0, soft_max=10.0, precision=3,
-        description="Air drag in 1/s: each part of the mesh is slowed by a force of drag x mass x velocity")
+        description="Air drag in 1/s: each part of the mesh is slowed by a force of drag x mass x velocity",
+        update=_changed)
     pin_group: StringProperty(
         name="Pin Group", default="",
-        description="Vertex group of pinned vertices: vertices with a weight above 0.5 stay in place")
+        description="Vertex group of pinned vertices: vertices with a weight above 0.5 stay in place", update=_changed)
     initial_velocity: FloatVectorProperty(
         name="Initial Velocity", size=3, default=(0.0, 0.0, 0.0), min=-1000.0, max=1000.0, subtype="VELOCITY",
         unit="VELOCITY",
-        description="Velocity of the whole object at the start frame, in scene units per second (world axes)")
+        description="Velocity of the whole object at the start frame, in scene units per second (world axes)",
+        update=_changed)
     angular_velocity: FloatVectorProperty(
         name="Initial Spin", size=3, default=(0.0, 0.0, 0.0), min=-100.0, max=100.0, subtype="XYZ",
-        description="Angular velocity about the object's centre at the start frame, in rad/s (world axes)")
+        description="Angular velocity about the object's centre at the start frame, in rad/s (world axes)",
+        update=_changed)
     use_scene_range: BoolProperty(
         name="Scene Frame Range", default=True,
-        description="Simulate over the scene's frame range; turn off to set a custom start and end")
+        description="Simulate over the scene's frame range; turn off to set a custom start and end", update=_changed)
     frame_start: IntProperty(
         name="Start", default=1, min=-100_000, max=100_000,
-        description="Frame that shows the rest shape; the motion starts here")
+        description="Frame that shows the rest shape; the motion starts here", update=_changed)
     frame_end: IntProperty(
-        name="End", default=250, min=-100_000, max=100_000, description="Last simulated frame")
+        name="End", default=250, min=-100_000, max=100_000, description="Last simulated frame", update=_changed)
     use_ground: BoolProperty(
-        name="Ground", default=False, description="Collide with a horizontal ground plane")
+        name="Ground", default=False, description="Collide with a horizontal ground plane", update=_changed)
     ground_height: FloatProperty(
         name="Height", default=0.0, min=-1e5, max=1e5, subtype="DISTANCE", unit="LENGTH",
-        description="Height (world Z) of the ground plane, in scene units")
+        description="Height (world Z) of the ground plane, in scene units", update=_changed)
+
+    auto_resimulate: BoolProperty(
+        name="Auto Re-simulate", default=False,
+        description="After the first Simulate, simulate again in the background whenever a setting here changes "
+                    "(a new change cancels the run in progress) and replace the keys when done")
 
     cache_file: StringProperty(
         name="Cache File", subtype="FILE_PATH", options={"HIDDEN"} | BLEND_RELATIVE,
@@ -128,6 +145,7 @@ class NeuROKJobState(bpy.types.PropertyGroup):
     object_name: StringProperty()
     progress: FloatProperty(min=0.0, max=1.0, subtype="FACTOR")
     message: StringProperty()
+    live_message: StringProperty()  # what Auto Re-simulate last did (no operator is there to report it)
 
 
 _register_classes, _unregister_classes = bpy.utils.register_classes_factory(
