@@ -44,6 +44,11 @@ DEFAULTS = {
     "warmup_steps": 200,
     "kl_weight": 0.01,
     "kl_warmup_steps": 500,
+    # Surface strain: the displacement difference between two surface points strain_length apart (a fraction of the
+    # diagonal) along a random tangent must match the data's, weighted like the displacement error. The positions
+    # alone leave the fields' stretch at that scale free, and the continuum energy reads it (docs/decisions.md).
+    "strain_weight": 0.0,
+    "strain_length": 0.05,
     "grad_clip": 1.0,
     "augment": True,  # random rotations of each sample: orientation must not matter
     "log_every": 25,
@@ -120,7 +125,8 @@ def random_rotation(rng: np.random.Generator) -> np.ndarray:
 
 
 def sample_points(shape: Shape, frame: int, n: int, rng: np.random.Generator):
-    """n area-uniform surface points: rest positions, pinned flags and displacements at that frame."""
+    """n area-uniform surface points: rest positions, pinned flags and displacements at that frame, and the face
+    each lies on."""
     face = np.minimum(np.searchsorted(shape.face_cdf, rng.random(n)), len(shape.faces) - 1)
     r1, r2 = rng.random(n), rng.random(n)
     s = np.sqrt(r1)
@@ -129,31 +135,65 @@ def sample_points(shape: Shape, frame: int, n: int, rng: np.random.Generator):
     x = np.einsum("nk,nkd->nd", bary, shape.rest[tri])
     pin = (bary * shape.pin[tri]).sum(1)
     d = np.einsum("nk,nkd->nd", bary, shape.disp[frame][tri])
-    return x, pin, d
+    return x, pin, d, face
+
+
+def surface_slopes(corners: np.ndarray, disp: np.ndarray, rng: np.random.Generator):
+    """A random unit tangent t (n, 3) of each triangle (n, 3 corners, 3) and the derivative of the displacement
+    interpolated linearly over it along t (n, 3)."""
+    e = corners[:, 1:] - corners[:, :1]  # (n, 2, 3) edges from corner 0
+    turn = rng.uniform(0, 2 * np.pi, len(e))
+    u = e[:, 0] / np.linalg.norm(e[:, 0], axis=1, keepdims=True).clip(1e-12)
+    w = e[:, 1] - (e[:, 1] * u).sum(1, keepdims=True) * u
+    w = w / np.linalg.norm(w, axis=1, keepdims=True).clip(1e-12)
+    tangent = np.cos(turn)[:, None] * u + np.sin(turn)[:, None] * w
+    # t = a e0 + b e1, so the slope is a (d1 - d0) + b (d2 - d0)
+    gram = np.einsum("nid,njd->nij", e, e) + 1e-12 * np.eye(2)
+    coef = np.linalg.solve(gram, np.einsum("nid,nd->ni", e, tangent)[..., None])[..., 0]
+    slope = np.einsum("ni,nid->nd", coef, disp[:, 1:] - disp[:, :1])
+    return tangent.astype(np.float32), slope.astype(np.float32)
 
 
 def make_batch(shapes: list[Shape], cfg: dict, rng: np.random.Generator, augment: bool = True,
-               device: torch.device | None = None):
-    cols = [[] for _ in range(6)]
+               device: torch.device | None = None, slopes: bool = False):
+    """Encoder points (positions, pins, displacements) and query points (the same), and with ``slopes`` a random
+    surface tangent at each query point and the data's slope along it."""
+    cols = [[] for _ in range(8 if slopes else 6)]
     for i in rng.integers(len(shapes), size=cfg["batch_size"]):
         shape = shapes[i]
         frame = int(rng.integers(len(shape.disp)))
         R = random_rotation(rng).astype(np.float32) if augment else np.eye(3, dtype=np.float32)
         for offset, n in ((0, cfg["encoder_points"]), (3, cfg["query_points"])):
-            x, pin, d = sample_points(shape, frame, n, rng)
-            cols[offset].append(x @ R.T)
+            x, pin, d, face = sample_points(shape, frame, n, rng)
+            vectors = [x, d]
+            if offset and slopes:
+                tri = shape.faces[face]
+                vectors += surface_slopes(shape.rest[tri], shape.disp[frame][tri], rng)
+            for column, value in zip((offset, offset + 2, 6, 7), vectors):
+                cols[column].append(value @ R.T)
             cols[offset + 1].append(pin)
-            cols[offset + 2].append(d @ R.T)
     return [torch.as_tensor(np.stack(c), device=device) for c in cols]
 
 
-def losses(model, batch, n_ref: int):
-    pts, pin, disp, q, q_pin, q_disp = batch
+def losses(model, batch, cfg: dict):
+    """Displacement error, KL and surface strain error (0 for a batch without slopes), each per shape."""
+    pts, pin, disp, q, q_pin, q_disp = batch[:6]
+    n = q.shape[1]
+    step = 0.5 * cfg["strain_length"]
+    strained = len(batch) == 8
+    if strained:
+        tangent, slope = batch[6:]  # two more points per query, +-step along its tangent, decoded with the same latent
+        q, q_pin = torch.cat([q, q + step * tangent, q - step * tangent], 1), q_pin.repeat(1, 3)
     pred, kl = model(pts, pin, disp, q, q_pin)
     # Summed (not averaged) over points, rescaled to a fixed count: with a per-coordinate mean, 0.01 x KL
     # dominated and the latent collapsed (measured on this machine).
-    recon = ((pred - q_disp) ** 2).sum((1, 2)) * (n_ref / q.shape[1])
-    return recon.mean(), kl.mean()
+    scale = cfg["query_points"] / n
+    recon = ((pred[:, :n] - q_disp) ** 2).sum((1, 2)) * scale
+    strain = torch.zeros_like(recon)
+    if strained:
+        difference = pred[:, n:2 * n] - pred[:, 2 * n:]
+        strain = ((difference - 2 * step * slope) ** 2).sum((1, 2)) * scale
+    return recon.mean(), kl.mean(), strain.mean()
 
 
 def lr_at(step: int, cfg: dict) -> float:
@@ -169,21 +209,22 @@ def validate(model: NeuROK, shapes: list[Shape], cfg: dict, seed: int = 1234) ->
     model.eval()
     rng = np.random.default_rng(seed)
     device = next(model.parameters()).device
-    rec, kls, err, base = [], [], [], []
+    rec, kls, strain, err, base = [], [], [], [], []
     for _ in range(max(1, 256 // cfg["batch_size"])):
-        batch = make_batch(shapes, cfg, rng, cfg["augment"], device)
-        pts, pin, disp, q, q_pin, q_disp = batch
+        batch = make_batch(shapes, cfg, rng, cfg["augment"], device, slopes=True)  # strain measured either way
+        pts, pin, disp, q, q_pin, q_disp = batch[:6]
         tokens, mu_cond, code = model.prior(pts, pin)
         mu, _ = model.posterior(pts, pin, disp, tokens)
         pred = model.decoder(mu, code, q, q_pin, tokens)
-        r, k = losses(model, batch, cfg["query_points"])
+        r, k, s = losses(model, batch, cfg)
         rec.append(float(r))
         kls.append(float(k))
+        strain.append(float(s))
         err.append(float((pred - q_disp).norm(dim=-1).mean()))
         base.append(float(q_disp.norm(dim=-1).mean()))
     model.train()
-    return {"val_recon": np.mean(rec), "val_kl": np.mean(kls), "val_vertex_error": np.mean(err),
-            "val_rest_baseline": np.mean(base)}
+    return {"val_recon": np.mean(rec), "val_kl": np.mean(kls), "val_strain": np.mean(strain),
+            "val_vertex_error": np.mean(err), "val_rest_baseline": np.mean(base)}
 
 
 def pick_device(name: str, local_rank: int = 0) -> torch.device:
@@ -254,9 +295,10 @@ def train(config_path: str, resume: bool = False) -> Path:
             break
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg)
-        recon, kl = losses(net, make_batch(train_shapes, cfg, rng, cfg["augment"], device), cfg["query_points"])
+        batch = make_batch(train_shapes, cfg, rng, cfg["augment"], device, slopes=cfg["strain_weight"] > 0)
+        recon, kl, strain = losses(net, batch, cfg)
         beta = cfg["kl_weight"] * min(1.0, (step + 1) / cfg["kl_warmup_steps"])
-        loss = recon + beta * kl
+        loss = recon + beta * kl + cfg["strain_weight"] * strain
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
@@ -264,7 +306,7 @@ def train(config_path: str, resume: bool = False) -> Path:
         step += 1
         if rank:
             continue
-        record = {"step": step, "loss": loss.item(), "recon": recon.item(), "kl": kl.item(),
+        record = {"step": step, "loss": loss.item(), "recon": recon.item(), "kl": kl.item(), "strain": strain.item(),
                   "lr": opt.param_groups[0]["lr"], "time": time.time() - start}
         if val_shapes and (step % cfg["val_every"] == 0 or step == cfg["steps"]):
             record.update(validate(model, val_shapes, cfg))

@@ -111,3 +111,28 @@ def test_torchrun_trains_with_two_processes(tiny_config, tmp_path):
     steps = [json.loads(line)["step"] for line in open(f"{cfg['out']}/log.jsonl")]
     assert steps[-1] == 20
     load_model(f"{cfg['out']}/neurok.safetensors")
+
+
+def test_surface_slopes_of_an_affine_displacement_are_its_matrix_along_the_tangent():
+    from model_runtime.train import surface_slopes
+
+    rng = np.random.default_rng(0)
+    corners = rng.normal(size=(50, 3, 3))
+    A = rng.normal(size=(3, 3))
+    tangent, slope = surface_slopes(corners, corners @ A.T, rng)
+    normal = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
+    np.testing.assert_allclose(np.linalg.norm(tangent, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose((tangent * normal).sum(1), 0.0, atol=1e-4 * np.abs(normal).max())
+    np.testing.assert_allclose(slope, tangent @ A.T, rtol=1e-3, atol=1e-4)
+
+
+def test_training_with_surface_strain_fits_the_datas_slopes_better(tiny_config, tmp_path):
+    path, cfg = tiny_config
+    val_strain = {}
+    for weight in (0.0, 10.0):
+        cfg.update(strain_weight=weight, val_every=cfg["steps"], out=str(tmp_path / f"run{weight}"))
+        path.write_text(json.dumps(cfg))
+        train(str(path))
+        log = [json.loads(line) for line in open(f"{cfg['out']}/log.jsonl")]
+        val_strain[weight] = log[-1]["val_strain"]
+    assert val_strain[10.0] < 0.3 * val_strain[0.0], val_strain  # validation measures it either way
