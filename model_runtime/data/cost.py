@@ -4,8 +4,8 @@
 
 Each scene ``sample_scene(seed, i, config)`` runs for ``--seconds`` of simulated time at the config's solver
 settings (``config["solver"]``, default the v1 dataset's) or the one given; the process's CPU time (not wall time,
-so a busy second core does not inflate it) is divided by the simulated time. For solids it also reports the
-lattice size, the integrator and MuJoCo steps per second, read from the engine while it runs.
+so a busy second core does not inflate it) is divided by the simulated time. It also reports the lattice size of
+solids on the implicit engine and the integrator and MuJoCo steps per second of cloth, read while it runs.
 """
 
 import argparse
@@ -13,7 +13,7 @@ import json
 import time
 from dataclasses import replace
 
-from . import mujoco_engine
+from . import mujoco_engine, reference
 from .scenes import DEFAULT_CONFIG, sample_scene
 
 
@@ -22,36 +22,37 @@ def measure(seed: int, index: int, config: dict, seconds: float, settings: str |
     """Simulate scene ``index`` for ``seconds``; return its description and CPU s per simulated s.
 
     ``vbd``: (substeps per second, iterations): cloth on VBD at these instead of the settings' own engine."""
-    from .reference import DATASET, REFERENCE, simulate_reference
-
     cfg = {**DEFAULT_CONFIG, **config}
     chosen = settings or cfg.get("solver", "dataset")
     if vbd is not None:
-        chosen = replace(REFERENCE if chosen == "reference" else DATASET, substep_rate=vbd[0], iterations=vbd[1],
-                         cloth_engine="newton")
+        base = reference.REFERENCE if chosen == "reference" else reference.DATASET
+        chosen = replace(base, substep_rate=vbd[0], iterations=vbd[1], cloth_engine="newton")
     scene = sample_scene(seed, index, cfg)
     params = scene.params
     frames = max(1, round(seconds * params.fps))
     params = replace(params, frames=frames) if damping is None else replace(params, frames=frames, damping=damping)
     seen: dict = {}
-    original = mujoco_engine._run
+    cloth_run, solid_run = mujoco_engine._run, reference.simulate_solid
 
-    def spy(x0, tets, p, mass, scale, pinned, center, steps, integrator, *rest):
-        seen.update(nodes=len(x0), tets=len(tets), integrator=integrator, steps_per_s=steps * p.fps,
-                    mass=float(mass.sum()))
-        return original(x0, tets, p, mass, scale, pinned, center, steps, integrator, *rest)
+    def spy_cloth(x0, faces, p, mass, pinned, steps, integrator, *rest):
+        seen.update(nodes=len(x0), integrator=integrator, steps_per_s=steps * p.fps, mass=float(mass.sum()))
+        return cloth_run(x0, faces, p, mass, pinned, steps, integrator, *rest)
 
-    mujoco_engine._run = spy
+    def spy_solid(nodes, tets, p, *rest, **kw):
+        seen.update(nodes=len(nodes), tets=len(tets), integrator="implicit")
+        return solid_run(nodes, tets, p, *rest, **kw)
+
+    mujoco_engine._run, reference.simulate_solid = spy_cloth, spy_solid
     try:
         cpu = time.process_time()
         error = None
         try:
-            simulate_reference(scene.vertices, scene.faces, params, settings=chosen)
+            reference.simulate_reference(scene.vertices, scene.faces, params, settings=chosen)
         except Exception as exc:  # a failure is a measurement too (e.g. a diverged step)
             error = f"{type(exc).__name__}: {exc}"
         cpu = time.process_time() - cpu
     finally:
-        mujoco_engine._run = original
+        mujoco_engine._run, reference.simulate_solid = cloth_run, solid_run
     return {"index": index, "family": scene.family, "variant": scene.variant, "vertices": len(scene.vertices),
             "stiffness": params.stiffness, "density": params.density, "damping": params.damping,
             "simulated_s": frames / params.fps, "cpu_s": round(cpu, 2),
@@ -65,7 +66,7 @@ def main(argv=None) -> int:
     ap.add_argument("--indices", type=int, nargs="+", required=True)
     ap.add_argument("--seconds", type=float, default=0.5)
     ap.add_argument("--settings", choices=("reference", "dataset"), help="default: the config's solver")
-    ap.add_argument("--damping", type=float, help="override the scene's material damping (0: the explicit path)")
+    ap.add_argument("--damping", type=float, help="override the scene's material damping, s")
     ap.add_argument("--vbd", help="cloth on VBD at these substeps per second x iterations, e.g. 1152x32")
     args = ap.parse_args(argv)
     config = {}

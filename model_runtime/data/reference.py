@@ -1,9 +1,11 @@
 """The ground-truth simulator: any triangle mesh + SimParams -> vertex positions over time.
 
-Geometry decides the physics: a closed (watertight, edge-manifold) mesh is a volumetric solid, anything open or
-non-manifold a shell (cloth) of ``params.thickness``. Solids are filled with TetGen tets, embedded in a regular
-lattice of well-shaped tets and stepped by MuJoCo's flex FEM (``mujoco_engine``), which meets beam theory; cloth is a
-MuJoCo shell flex too. The v1 dataset was made with the older all-VBD settings (``DATASET``, ``newton_engine``).
+Geometry decides the physics: a mesh that bounds a volume is a solid, whether closed or only nearly so
+(``winding.enclosed_by_winding``: a teapot's open seams, Suzanne's eyes, self-intersecting or overlapping parts);
+an open sheet is a shell (cloth) of ``params.thickness``. Solids are embedded in a regular lattice of well-shaped
+tets, filled where the surface's winding number says inside, and stepped by implicit stable Neo-Hookean FEM
+(``implicit_fem``), which meets beam theory; cloth is a MuJoCo shell flex (``mujoco_engine``). The v1 dataset was
+made with the older all-VBD settings on TetGen tets (``DATASET``, ``newton_engine``).
 """
 
 import math
@@ -16,15 +18,18 @@ from ..errors import MeshError
 from ..mesh import Mesh, enclosed_volume, is_closed, pinned_patch_samples, thinnest_width, validate
 from ..params import SimParams
 from . import newton_engine
-from .mujoco_engine import simulate_cloth, simulate_solid
-from .newton_engine import TET_EDGES, mean_edge_length, signed_tet_volumes, simulate_body
+from .implicit_fem import simulate_solid
+from .mujoco_engine import simulate_cloth
+from .newton_engine import mean_edge_length, signed_tet_volumes, simulate_body
+from .winding import INSIDE, enclosed_by_winding, winding_numbers
 
 MIN_FILL = 0.05  # lattice tets the body barely touches keep this fraction of its stiffness
 MAX_INTERIOR_FACTOR = 0.5  # interior nodes at most this fraction of surface vertices (keeps big meshes affordable)
 
 
 def tetrahedralize(mesh: Mesh) -> tuple[np.ndarray, np.ndarray]:
-    """Quality tets inside a closed surface: nodes (N, 3) whose first V rows are the surface vertices, tets (M, 4).
+    """The v1 dataset's conforming fill (``DATASET``; the reference's lattice needs none): quality tets inside a
+    closed surface: nodes (N, 3) whose first V rows are the surface vertices, tets (M, 4).
 
     Interior resolution follows the surface's mean edge length (max tet volume ~ edge^3), coarsened for very
     dense surfaces so the interior never dominates the cost.
@@ -53,27 +58,11 @@ def tetrahedralize(mesh: Mesh) -> tuple[np.ndarray, np.ndarray]:
     return nodes, tets
 
 
-# Midpoint (red) refinement of a tetrahedron into eight of 1/8 its volume: corners 0-3, then edge midpoints
-# 01 02 03 12 13 23 (TET_EDGES) as local points 4-9.
-_RED = np.array([[0, 4, 5, 6], [4, 1, 7, 8], [5, 7, 2, 9], [6, 8, 9, 3],
-                 [4, 5, 6, 8], [4, 5, 7, 8], [5, 6, 8, 9], [5, 7, 8, 9]])
-# The solid's tets are refined until they are this fraction of a cube's edge (within MAX_FILL_SAMPLES pieces) to
-# spread its mass over the lattice and measure how much of each cube it fills (see build_cage).
-FILL_RESOLUTION = 0.25
-MAX_FILL_SAMPLES = 4_000_000
-
-
-def _refine(corners: np.ndarray, levels: int) -> np.ndarray:
-    """(M, 4, 3) tetrahedra -> (M * 8**levels, 4, 3) of equal volume tiling the same solid."""
-    for _ in range(levels):
-        mids = np.stack([0.5 * (corners[:, i] + corners[:, j]) for i, j in TET_EDGES], 1)
-        pts = np.concatenate([corners, mids], 1)  # (M, 10, 3)
-        corners = pts[:, _RED].reshape(-1, 4, 3)
-    return corners
-
-
 # The six Kuhn tetrahedra of a unit cube: tet for axis order (a, b, c) runs 0 -> e_a -> e_a + e_b -> (1, 1, 1).
 _PERMS = ((0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0))
+# Cubes the surface passes through are filled by sampling the winding number at this many points along each edge
+# (a fill known to 1 / SUBSAMPLES^3); cubes wholly inside or outside are decided by their corners.
+SUBSAMPLES = 2
 
 
 def _kuhn_corners():
@@ -88,49 +77,67 @@ def _kuhn_corners():
     return np.array(out)  # (6, 4, 3)
 
 
-def build_cage(points, fine_nodes, fine_tets, cell):
+def build_cage(points, vertices, faces, cell, volume=None):
     """A regular lattice of cubes of about ``cell`` metres, each split into six Kuhn tetrahedra (conforming, all of
-    one shape), keeping the cubes that the solid (``fine_nodes``/``fine_tets``) or any of ``points`` touch.
+    one shape), keeping the cubes that the solid bounded by (``vertices``, ``faces``) fills or that any of
+    ``points`` touch. Inside is where the surface's generalized winding number exceeds 1/2 (``winding``), so the
+    surface may be slightly open, self-intersecting or in overlapping parts.
 
     Returns nodes (N, 3), tets (M, 4) positively oriented, fill (M,) the fraction of each cube the solid fills,
-    node volumes (N,) (lumped mass per unit density: the solid's volume spread with barycentric weights, so mass
-    and centre of mass are exact), and (tet, weights (P, 4)) locating each of ``points`` in the lattice.
-    The grid spans the solid's bounding box exactly, so a box is represented without a staircase.
+    node volumes (N,) (lumped mass per unit density: the solid's volume spread with barycentric weights; scaled to
+    ``volume`` (m^3) when given, e.g. the exact volume of a closed mesh), and (tet, weights (P, 4)) locating each of
+    ``points`` in the lattice. The grid spans the surface's bounding box exactly, so a box is represented without a
+    staircase.
     """
-    lo = fine_nodes.min(0)
-    ext = fine_nodes.max(0) - lo
+    vertices = np.asarray(vertices, np.float64)
+    lo = vertices.min(0)
+    ext = vertices.max(0) - lo
     n = np.maximum(1, np.ceil(ext / cell - 1e-9).astype(int))
     sp = ext / n
     corners = _kuhn_corners()
+    lut = np.full(9, -1)
+    for k, (a, b, _) in enumerate(_PERMS):
+        lut[a * 3 + b] = k
 
     def locate(p):
-        u = (p - lo) / sp
+        u = (p - lo) / np.where(sp > 0, sp, 1.0)
         c = np.clip(np.floor(u).astype(int), 0, n - 1)
         f = np.clip(u - c, 0.0, 1.0)
         order = np.argsort(-f, axis=1, kind="stable")  # u_a >= u_b >= u_c
-        key = order[:, 0] * 3 + order[:, 1]
-        lut = np.full(9, -1)
-        for k, (a, b, _) in enumerate(_PERMS):
-            lut[a * 3 + b] = k
-        perm = lut[key]
+        perm = lut[order[:, 0] * 3 + order[:, 1]]
         fs = np.take_along_axis(f, order, 1)
         w = np.stack([1 - fs[:, 0], fs[:, 0] - fs[:, 1], fs[:, 1] - fs[:, 2], fs[:, 2]], 1)
         return c, perm, w
 
-    a, b, c_, d = (fine_nodes[fine_tets[:, k]] for k in range(4))
-    vol = np.abs(signed_tet_volumes(fine_nodes, fine_tets))
-    # The solid is sampled by the centroids of its tets refined to a fraction of a cube: a coarse TetGen fill of a
-    # box has tets several cubes across, and sampling those alone left most lattice nodes massless and most cubes'
-    # fill unknown. Centroid sampling integrates linear functions exactly, so mass and centre of mass stay exact.
-    fine_edge = float(np.linalg.norm(b - a, axis=1).mean())
-    levels = max(0, math.ceil(math.log2(max(fine_edge / (FILL_RESOLUTION * cell), 1.0))))
-    levels = min(levels, max(0, int(math.log(MAX_FILL_SAMPLES / len(fine_tets), 8))))
-    centroids = _refine(np.stack([a, b, c_, d], 1), levels).mean(1)
-    piece_vol = np.repeat(vol / 8**levels, 8**levels)
-    samples = np.concatenate([points, fine_nodes, centroids])
-    sc, _, _ = locate(samples)
+    # Cubes decided by their corners, unless the surface passes through them (its vertices, or samples of its
+    # triangles at half a cube, lie in them): those are sampled inside.
+    grid = np.stack(np.meshgrid(*[np.arange(k + 1) for k in n], indexing="ij"), -1).reshape(-1, 3)
+    node_in = (np.abs(winding_numbers(vertices, faces, lo + grid * sp)) > INSIDE).reshape(n + 1)
+    cube_corners = np.stack([node_in[i:i + n[0], j:j + n[1], k:k + n[2]]
+                             for i in (0, 1) for j in (0, 1) for k in (0, 1)], -1)
+    surface = np.concatenate([points, pinned_patch_samples(vertices, faces, np.arange(len(vertices)), 0.5 * cell)])
+    crossed = np.zeros(tuple(n), bool)
+    crossed[tuple(locate(surface)[0].T)] = True
+    full = cube_corners.all(-1) & ~crossed
+    mixed = crossed | (cube_corners.any(-1) & ~full)
+    offsets = (np.stack(np.meshgrid(*[np.arange(SUBSAMPLES)] * 3, indexing="ij"), -1).reshape(-1, 3) + 0.5)
+    mixed_idx = np.argwhere(mixed)
+    samples = lo + ((mixed_idx[:, None, :] + offsets[None] / SUBSAMPLES) * sp).reshape(-1, 3)
+    inside = np.abs(winding_numbers(vertices, faces, samples)) > INSIDE
+    samples = samples[inside]
+    cube_volume = float(np.prod(sp))
+    fill_cube = full.astype(np.float64)
+    fill_cube[tuple(mixed_idx.T)] = inside.reshape(-1, SUBSAMPLES**3).mean(1)
+    # Full cubes: each Kuhn tet gives a quarter of its sixth to each corner (centroid-exact); sampled ones spread
+    # each inside sample's volume by its barycentric weights, as the centroid of its sub-cube.
+    full_idx = np.argwhere(full)
+    centroids = lo + (np.repeat(full_idx, 6, 0) + np.tile(corners.mean(1), (len(full_idx), 1))) * sp
+    piece = np.concatenate([np.full(len(centroids), cube_volume / 6.0),
+                            np.full(len(samples), cube_volume / SUBSAMPLES**3)])
+    solid = np.concatenate([centroids, samples])
+    sc, _, _ = locate(np.concatenate([points, solid]))
     cid = np.ravel_multi_index(sc.T, n)
-    cells = np.unique(cid)
+    cells = np.union1d(cid, np.flatnonzero(fill_cube.ravel() > 0))
     cidx = np.stack(np.unravel_index(cells, n), 1)  # (C, 3)
     corner_nodes = cidx[:, None, None, :] + corners[None]  # (C, 6, 4, 3)
     gid = np.ravel_multi_index(corner_nodes.reshape(-1, 3).T, n + 1)
@@ -138,17 +145,17 @@ def build_cage(points, fine_nodes, fine_tets, cell):
     tets = inv.reshape(-1, 4)
     nodes = lo + np.stack(np.unravel_index(used, n + 1), 1) * sp
 
-    def tet_of(sample_slice):
-        cc, perm, w = locate(samples[sample_slice])
-        t = np.searchsorted(cells, np.ravel_multi_index(cc.T, n)) * 6 + perm
-        return t, w
+    def tet_of(p):
+        cc, perm, w = locate(p)
+        return np.searchsorted(cells, np.ravel_multi_index(cc.T, n)) * 6 + perm, w
 
-    tp, wp = tet_of(slice(0, len(points)))
-    tc, wc = tet_of(slice(len(points) + len(fine_nodes), None))
-    cage_vol = np.prod(sp) / 6.0
-    fill = np.repeat(np.bincount(tc // 6, weights=piece_vol, minlength=len(cells)) / (6.0 * cage_vol), 6)
+    tp, wp = tet_of(points)
+    tc, wc = tet_of(solid)
+    fill = np.repeat(fill_cube.ravel()[cells], 6)
     mass = np.zeros(len(nodes))
-    np.add.at(mass, tets[tc].reshape(-1), (wc * piece_vol[:, None]).reshape(-1))
+    np.add.at(mass, tets[tc].reshape(-1), (wc * piece[:, None]).reshape(-1))
+    if volume is not None and mass.sum() > 0:
+        mass *= volume / mass.sum()
     # Kuhn tets of odd permutations come out negatively oriented: swap two nodes (and their weights)
     flip = signed_tet_volumes(nodes, tets) < 0
     tets[flip] = tets[flip][:, [0, 2, 1, 3]]
@@ -162,12 +169,12 @@ def build_cage(points, fine_nodes, fine_tets, cell):
 class SolverSettings:
     """How a body is simulated.
 
-    Cloth (open meshes) runs on ``cloth_engine``: "mujoco" (``mujoco_engine.simulate_cloth``, its step set by the
-    membrane's wave speed) or "newton" (VBD at ``substep_rate`` x ``iterations``). Closed meshes are
-    ``embedded`` in a lattice of about ``lattice_cells`` cubes (or cubes of ``cell`` metres when given) whose nodes
-    are simulated and carry the surface vertices along by barycentric interpolation, stepped by ``solid_engine``
-    ("mujoco": ``mujoco_engine``, its step set by the material's wave speed; "newton": VBD like cloth); without
-    ``embedded`` the conforming TetGen mesh of the surface itself runs on VBD (the v1 dataset)."""
+    Cloth (open sheets) runs on ``cloth_engine``: "mujoco" (``mujoco_engine.simulate_cloth``, its step set by the
+    membrane's wave speed) or "newton" (VBD at ``substep_rate`` x ``iterations``). Solids are ``embedded`` in a
+    lattice of about ``lattice_cells`` cubes (or cubes of ``cell`` metres when given) whose nodes are simulated and
+    carry the surface vertices along by barycentric interpolation, stepped by ``solid_engine`` ("implicit":
+    ``implicit_fem``, its step set by the frame rate; "newton": VBD like cloth); without ``embedded`` the
+    conforming TetGen mesh of a closed surface itself runs on VBD (the v1 dataset)."""
 
     substep_rate: float  # VBD substeps per simulated second (rounded up to whole substeps per frame)
     iterations: int
@@ -187,7 +194,7 @@ class SolverSettings:
 # Cloth left VBD (2026-12-04): at every setting tried (288 x 32 to 1152 x 64 substeps/s x iterations) a clamped
 # strip sagged 40-67x plate theory, and an undamped swinging sheet lost a third of its energy in 2 s.
 # substep_rate and iterations remain for the VBD paths (DATASET, and cloth_engine="newton").
-REFERENCE = SolverSettings(substep_rate=288.0, iterations=32, embedded=True, solid_engine="mujoco",
+REFERENCE = SolverSettings(substep_rate=288.0, iterations=32, embedded=True, solid_engine="implicit",
                            cloth_engine="mujoco")
 # The v1 dataset (issue 3): conforming tets, 12 x 2. Kept so that dataset can be regenerated bit for bit.
 DATASET = SolverSettings(substep_rate=newton_engine.SUBSTEPS * 24.0, iterations=newton_engine.ITERATIONS,
@@ -230,7 +237,12 @@ def simulate_reference(
     substeps = max(1, math.ceil(settings.substep_rate / params.fps - 1e-9))
     run = dict(progress=progress, should_cancel=should_cancel, substeps=substeps, iterations=settings.iterations)
     v = mesh.vertices
-    if not is_closed(mesh):
+    closed = is_closed(mesh)
+    # Without the lattice (v1's settings) only closed meshes are solids, as v1 was made.
+    volume = enclosed_volume(mesh) if closed else enclosed_by_winding(mesh) if settings.embedded else 0.0
+    if closed and volume <= 1e-9 * mesh.diagonal**3:
+        raise MeshError("this closed mesh encloses no volume (flat or folded onto itself): nothing to fill as a solid")
+    if not closed and volume == 0.0:
         if settings.cloth_engine == "mujoco":
             positions = simulate_cloth(v, mesh.faces, params, progress=progress, should_cancel=should_cancel)
         else:
@@ -239,10 +251,10 @@ def simulate_reference(
         nodes, tets = tetrahedralize(mesh)
         positions = simulate_body(nodes, mesh.faces, params, tets=tets, **run)[:, : len(v)]
     else:
-        fine_nodes, fine_tets = tetrahedralize(mesh)
-        cell = lattice_cell(v, enclosed_volume(mesh), settings)
+        cell = lattice_cell(v, volume, settings)
         patch = pinned_patch_samples(v, mesh.faces, pins, 0.5 * cell)
-        nodes, tets, fill, volume, at, weights = build_cage(np.vstack([v, patch]), fine_nodes, fine_tets, cell)
+        nodes, tets, fill, node_volume, at, weights = build_cage(np.vstack([v, patch]), v, mesh.faces, cell,
+                                                                 volume if closed else None)
         # A node is held when it carries weight for a pinned vertex or for a point of the surface the pins span, so
         # pinned vertices are exactly still and a clamped face is clamped between its vertices too.
         hold = np.concatenate([pins, np.arange(len(v), len(v) + len(patch))])
@@ -251,11 +263,11 @@ def simulate_reference(
         if held.size >= len(nodes):
             raise MeshError("the pins hold the whole body: nothing is left free to move")
         stiffness = np.maximum(fill, MIN_FILL)
-        if settings.solid_engine == "mujoco":
-            cage = simulate_solid(nodes, tets, params, volume, held, tet_scale=stiffness, center=v.mean(0),
+        if settings.solid_engine == "implicit":
+            cage = simulate_solid(nodes, tets, params, node_volume, held, tet_scale=stiffness, center=v.mean(0),
                                   progress=progress, should_cancel=should_cancel)
         else:
-            cage = simulate_body(nodes, tets[:, :3], params, tets=tets, node_mass=volume, tet_scale=stiffness,
+            cage = simulate_body(nodes, tets[:, :3], params, tets=tets, node_mass=node_volume, tet_scale=stiffness,
                                  pinned=held, center=v.mean(0), **run)
         positions = np.einsum("pk,fpkd->fpd", weights.astype(np.float64), cage[:, tets[at]].astype(np.float64))
         positions = positions.astype(np.float32)

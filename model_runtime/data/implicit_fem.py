@@ -1,0 +1,320 @@
+"""Solids by implicit finite elements: linear tets of stable Neo-Hookean material, BDF2 steps, Newton's method.
+
+Why not MuJoCo's flex FEM any more (issue 23): its St Venant-Kirchhoff tets collapse under strong compression and
+have no restoring force once inverted, so soft bodies hanging from a small clamp were refused, and its explicit
+step, bound by the elastic wave speed, cost 10-200 CPU s per simulated second. Here the law is the learned
+dynamics' own (``model_runtime.elasticity``: stable Neo-Hookean, well-posed through inversion) and the step is an
+implicit one set by the frame rate, not by the wave speed.
+
+Each step minimizes the incremental potential (BDF2; the first step backward Euler)
+    Phi(x) = 1/2 |x - x_hat|_M^2 + tau^2 [Psi(x) - g.Mx + alpha/2 |x - x_p|_(cM + beta K_n)^2 + contact(x)]
+whose stationary point is M a = f(x) - c M v - beta K_n v with v = alpha (x - x_p): Newton on the per-element
+PSD-projected Hessian (a sparse direct solve, reused while it still converges: see _Stepper), with a backtracking
+line search on Phi. Drag c (1/s) and stiffness-proportional Rayleigh damping beta (s, K_n the projected stiffness
+at the step's start) are implicit; the ground is a penalty with lagged friction. Held nodes are eliminated: they
+never move. Units: pascals, kg/m^3, metres, seconds.
+"""
+
+import math
+import time
+from collections.abc import Callable
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+import torch
+
+from .. import elasticity
+from ..errors import Cancelled, SimulationError
+from ..params import SimParams
+from .newton_engine import signed_tet_volumes
+
+# Steps per simulated second at least (whole steps per frame). BDF2's numerical damping of a mode of angular
+# frequency w grows as (w h)^4: see docs/physics-validation.md for what this rate costs per preset.
+STEP_RATE = 96.0
+NEWTON_TOLERANCE = 1e-4  # converged when no node moves by more than this fraction of a lattice edge in one iteration
+MAX_NEWTON = 40  # iterations per step before the step is retried at half the size
+CHORD_ITERATIONS = 10  # iterations on the last factorized Hessian before a step computes and factorizes a new one
+RETRIES = 3  # halvings of the step before a frame is given up
+MASS_FLOOR = 0.02  # nodes barely inside the body keep this fraction of the mean node mass (keeps M positive)
+CONTACT_STIFFNESS = 1.0e6  # ground penalty per kg of node mass, N/m/kg = 1/s^2: rests g / k ~ 0.01 mm deep
+CONTACT_FRICTION = 0.5  # Coulomb coefficient of the ground
+SLIP_SPEED = 1e-2  # m/s: slower tangential motion on the ground is resisted viscously (sticks), faster at mu N
+
+
+def node_masses(node_volume: np.ndarray, density: float) -> np.ndarray:
+    """Lumped node masses (kg) from lumped volumes (m^3), floored at MASS_FLOOR x their mean and scaled back to the
+    body's exact total mass."""
+    volume = np.asarray(node_volume, np.float64)
+    mass = np.maximum(density * volume, MASS_FLOOR * density * float(volume.mean()))
+    return mass * density * float(volume.sum()) / float(mass.sum())
+
+
+def _shape_gradients(nodes: np.ndarray, tets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rest volumes (M,) and gradients (M, 4, 3) of each tet's four linear shape functions: F = sum_a x_a G_a^T."""
+    rest = np.stack([nodes[tets[:, k]] - nodes[tets[:, 0]] for k in (1, 2, 3)], -1)  # columns: edges from node 0
+    inv = np.linalg.inv(rest)
+    return np.abs(signed_tet_volumes(nodes, tets)), np.concatenate([-inv.sum(1, keepdims=True), inv], 1)
+
+
+class TetElasticity:
+    """Stable Neo-Hookean energy, forces and PSD-projected stiffness of a tet mesh, ``weight`` x volume per tet."""
+
+    def __init__(self, nodes: np.ndarray, tets: np.ndarray, params: SimParams, weight: np.ndarray | None = None):
+        self.tets = np.asarray(tets, np.int64)
+        self.volume, self.grad = _shape_gradients(np.asarray(nodes, np.float64), self.tets)
+        self.weight = self.volume * (1.0 if weight is None else np.asarray(weight, np.float64))
+        self.mu, self.lam = elasticity.lame(params.stiffness, params.poisson)
+        self._grad_t = torch.from_numpy(self.grad)
+        # dF/dx as (M, 9, 12) matrices: dF_ij / dx_ak = delta_ik G_aj.
+        self._B = torch.einsum("ik,taj->tijak", torch.eye(3, dtype=torch.float64), self._grad_t).reshape(-1, 9, 12)
+        self._weight_t = torch.from_numpy(self.weight)
+        self.n = len(nodes)
+
+    def _F(self, x: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(x[self.tets]).transpose(1, 2) @ self._grad_t
+
+    def energy(self, x: np.ndarray) -> float:
+        return float((self._weight_t * elasticity.neo_hookean_energy(self._F(x), self.mu, self.lam)).sum())
+
+    def energies(self, positions: np.ndarray) -> np.ndarray:
+        """Energy (J) per frame of positions (T, N, 3)."""
+        return np.array([self.energy(np.asarray(x, np.float64)) for x in positions])
+
+    def gradient(self, x: np.ndarray) -> np.ndarray:
+        """dPsi/dx (N, 3): minus the elastic forces."""
+        P = elasticity.neo_hookean_stress(self._F(x), self.mu, self.lam)
+        per_node = (self._grad_t @ (self._weight_t[:, None, None] * P).transpose(1, 2)).numpy()
+        idx = self.tets.ravel()
+        return np.stack([np.bincount(idx, per_node[:, :, i].ravel(), self.n) for i in range(3)], 1)
+
+    def hessian_blocks(self, x: np.ndarray) -> np.ndarray:
+        """(M, 12, 12) element stiffness, each from dP/dF projected to positive semi-definite."""
+        A = elasticity.neo_hookean_projected_stress_derivative(self._F(x), self.mu, self.lam)
+        H = self._B.transpose(1, 2) @ A @ self._B
+        return (self._weight_t[:, None, None] * H).numpy()
+
+
+class _Pattern:
+    """The sparsity pattern of the free DOFs' stiffness, built once: element blocks are summed into it by bincount."""
+
+    def __init__(self, tets: np.ndarray, free_dof: np.ndarray):
+        dof = free_dof[(3 * tets[:, :, None] + np.arange(3)).reshape(-1, 12)]  # (M, 12), -1 where held
+        rows = np.broadcast_to(dof[:, :, None], (len(tets), 12, 12)).ravel()
+        cols = np.broadcast_to(dof[:, None, :], (len(tets), 12, 12)).ravel()
+        self.keep = (rows >= 0) & (cols >= 0)
+        self.size = int(free_dof.max()) + 1
+        diag = np.arange(self.size)
+        key = np.concatenate([rows[self.keep] * self.size + cols[self.keep], diag * self.size + diag])
+        unique, inverse = np.unique(key, return_inverse=True)
+        self.slot, self.diag_slot = inverse[: self.keep.sum()], inverse[self.keep.sum():]
+        self.indices = (unique % self.size).astype(np.int32)
+        self.indptr = np.searchsorted(unique // self.size, np.arange(self.size + 1)).astype(np.int32)
+        self.nnz = len(unique)
+
+    def assemble(self, blocks: np.ndarray) -> np.ndarray:
+        return np.bincount(self.slot, weights=blocks.ravel()[self.keep], minlength=self.nnz)
+
+    def matrix(self, data: np.ndarray, diagonal: np.ndarray) -> sp.csr_matrix:
+        data = data.copy()
+        data[self.diag_slot] += diagonal
+        return sp.csr_matrix((data, self.indices, self.indptr), shape=(self.size, self.size))
+
+
+class _NotConverged(Exception):
+    pass
+
+
+def simulate_solid(
+    nodes: np.ndarray,
+    tets: np.ndarray,
+    params: SimParams,
+    node_volume: np.ndarray,
+    pinned: np.ndarray,
+    tet_scale: np.ndarray | None = None,
+    center: np.ndarray | None = None,
+    progress: Callable[[float, str], None] | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+    steps_per_frame: int | None = None,
+    velocities: np.ndarray | None = None,
+    start: np.ndarray | None = None,
+) -> np.ndarray:
+    """Simulate a tetrahedral solid; return float32 positions (frames+1, N, 3) of its N nodes.
+
+    ``node_volume``: lumped volume per node (m^3; times density gives its mass), ``pinned``: node indices held in
+    place, ``tet_scale``: per-tet stiffness factor (the fraction of a lattice cell the body fills), ``center``: the
+    point the initial angular velocity turns about (default: the nodes' mean), ``steps_per_frame``: default from
+    STEP_RATE; ``velocities``: when given, an array (frames+1, N, 3) filled with the solver's own velocities;
+    ``start``: the free nodes' positions at frame 0 when not at rest (e.g. squashed inside out). Raises
+    ``SimulationError`` when a step produces NaN or does not converge even at smaller steps.
+    """
+    x0 = np.asarray(nodes, np.float64)
+    tets = np.asarray(tets, np.int64)
+    n = len(x0)
+    held = np.zeros(n, bool)
+    held[np.asarray(pinned, np.int64)] = True
+    free_dof = np.full(3 * n, -1)
+    free_dof[np.repeat(~held, 3)] = np.arange(3 * int((~held).sum()))
+    if not (~held).any():
+        raise SimulationError("the pins hold the whole body: nothing is left free to move")
+    elastic = TetElasticity(x0, tets, params, tet_scale)
+    pattern = _Pattern(tets, free_dof)
+    mass = node_masses(node_volume, params.density)
+    edge = float(np.cbrt(6.0 * np.median(elastic.volume)))  # a lattice cube's edge
+    stepper = _Stepper(elastic, pattern, np.repeat(mass, 3)[~np.repeat(held, 3)], held, params,
+                       NEWTON_TOLERANCE * edge)
+
+    c = x0.mean(0) if center is None else np.asarray(center, np.float64)
+    v = np.asarray(params.initial_velocity, np.float64) + np.cross(np.asarray(params.angular_velocity), x0 - c)
+    v[held] = 0.0
+    steps = steps_per_frame or max(1, math.ceil(STEP_RATE / params.fps - 1e-9))
+    out = np.empty((params.frames + 1, n, 3), np.float32)
+    first = x0.copy()
+    if start is not None:
+        first[~held] = np.asarray(start, np.float64)[~held]
+    out[0] = first
+    if progress is not None:
+        progress(0.0, f"{n} nodes, {steps} steps a frame")
+    started = time.perf_counter()
+    if velocities is not None:
+        velocities[0] = v
+    state = (first, v, None, None)  # x, v, previous x, previous v (None: the next step is backward Euler)
+    for frame in range(1, params.frames + 1):
+        if should_cancel is not None and should_cancel():
+            raise Cancelled("the reference simulation was cancelled")
+        for attempt in range(RETRIES + 1):
+            k = steps * 2**attempt
+            try:
+                trial = state if attempt == 0 else (state[0], state[1], None, None)
+                for _ in range(k):
+                    trial = stepper.step(*trial, 1.0 / (params.fps * k))
+                break
+            except _NotConverged as exc:
+                if attempt == RETRIES:
+                    raise SimulationError(f"the reference simulation did not converge at frame {frame} even at {k} "
+                                          f"steps per frame: {exc}") from None
+        state = trial if attempt == 0 else (trial[0], trial[1], None, None)
+        out[frame] = state[0]
+        if velocities is not None:
+            velocities[frame] = state[1]
+        if progress is not None:
+            left = (time.perf_counter() - started) * (params.frames - frame) / frame  # the cost estimate, s
+            progress(frame / params.frames, f"frame {frame}/{params.frames}, ~{left:.0f} s left")
+    return out
+
+
+class _Stepper:
+    """BDF2 steps of one body, by Newton's method made cheap where the body changes slowly.
+
+    Each step first iterates on the last factorized Hessian (the chord method: one pair of triangular solves an
+    iteration, no element Hessians); a step that does not converge within CHORD_ITERATIONS that way falls back to
+    full Newton steps, whose Hessian is factorized anew and kept for the steps that follow."""
+
+    def __init__(self, elastic: TetElasticity, pattern: _Pattern, mass: np.ndarray, held: np.ndarray,
+                 params: SimParams, tolerance: float):
+        self.elastic, self.pattern, self.m, self.params, self.tol = elastic, pattern, mass, params, tolerance
+        self.held, self.free = held, np.repeat(~held, 3)
+        self.gravity = np.tile(np.asarray(params.gravity, np.float64), len(held))[self.free]
+        self.z = (np.arange(3 * len(held)) % 3 == 2)[self.free]  # the ground is the plane z = params.ground
+        self.factor = None
+        self.stiffness = None  # the last assembled elastic stiffness
+
+    def step(self, x, v, x_prev, v_prev, h):
+        """One BDF2 step of size h (backward Euler when there is no previous state); returns the next state."""
+        if x_prev is None:
+            tau2, alpha, xp, x_hat = h * h, 1.0 / h, x, x + h * v
+        else:
+            tau2, alpha = 4.0 / 9.0 * h * h, 1.5 / h
+            xp = (4.0 * x - x_prev) / 3.0
+            x_hat = xp + 2.0 / 3.0 * h * (4.0 * v - v_prev) / 3.0
+        p, m, free, ground = self.params, self.m, self.free, self.params.ground
+        full = x.copy()
+
+        def place(y_):
+            full.ravel()[free] = y_
+            return full
+
+        # Rayleigh damping needs the stiffness at the step's start: one lagged even by a few steps damps a body that
+        # has turned since (a jelly head swinging on its pins moved 30% less in 0.5 s with the chord's stale one).
+        if self.stiffness is None or p.damping > 0.0:
+            self.stiffness = self.pattern.assemble(self.elastic.hessian_blocks(x))
+        rayleigh_data = self.stiffness
+        rayleigh = self.pattern.matrix(rayleigh_data, np.zeros(len(m))) if p.damping > 0.0 else None
+        yp, y_hat = xp.ravel()[free], x_hat.ravel()[free]
+        # Per-DOF viscosity: drag, plus friction on the nodes in ground contact at the step's start (normal force
+        # and sliding speed lagged from there, so the friction is linear in the new velocity).
+        viscous = p.drag * m
+        if ground is not None:
+            normal = CONTACT_STIFFNESS * m * np.maximum(0.0, ground - x.ravel()[free]) * self.z
+            if normal.any():
+                slide = np.linalg.norm(v[~self.held][:, :2], axis=1)
+                friction = CONTACT_FRICTION * normal[self.z] / np.maximum(slide, SLIP_SPEED)
+                viscous = viscous + np.repeat(friction, 3) * ~self.z
+
+        def damping_force(y_):
+            d = y_ - yp
+            return viscous * d + (p.damping * (rayleigh @ d) if rayleigh is not None else 0.0)
+
+        def contact_stiffness(y_):
+            return CONTACT_STIFFNESS * m * (y_ < ground) * self.z if ground is not None else np.zeros_like(y_)
+
+        def potential(y_, elastic_energy):
+            d = y_ - yp
+            rest = elastic_energy - np.dot(m * self.gravity, y_) + 0.5 * alpha * np.dot(d, damping_force(y_))
+            if ground is not None:
+                pen = np.maximum(0.0, ground - y_) * self.z
+                rest += 0.5 * CONTACT_STIFFNESS * np.dot(m * pen, pen)
+            return 0.5 * np.dot(m * (y_ - y_hat), y_ - y_hat) + tau2 * rest
+
+        def gradient(y_):
+            push = contact_stiffness(y_) * (ground - y_) if ground is not None else 0.0
+            return m * (y_ - y_hat) + tau2 * (self.elastic.gradient(place(y_)).ravel()[free] - m * self.gravity
+                                              + alpha * damping_force(y_) - push)
+
+        def newton_direction(y_, g_):
+            """A full Newton step: fresh element Hessians, factorized for the chord iterations that follow."""
+            self.stiffness = self.pattern.assemble(self.elastic.hessian_blocks(place(y_)))
+            K = self.stiffness + (alpha * p.damping) * rayleigh_data if rayleigh is not None else self.stiffness
+            H = self.pattern.matrix(tau2 * K, m + tau2 * (alpha * viscous + contact_stiffness(y_)))
+            self.factor = spla.splu(H.tocsc(), permc_spec="MMD_AT_PLUS_A", options={"SymmetricMode": True})
+            return -self.factor.solve(g_)
+
+        y = y_hat.copy()
+        energy, g = self.elastic.energy(place(y)), gradient(y)
+        chord = CHORD_ITERATIONS > 0 and self.factor is not None
+        dy = -self.factor.solve(g) if chord else newton_direction(y, g)
+        for iteration in range(MAX_NEWTON):
+            if not np.isfinite(dy).all():
+                raise _NotConverged("the Newton step is not finite")
+            phi0, slope, s = potential(y, energy), float(np.dot(g, dy)), 1.0
+            while slope < 0.0:
+                y_new = y + s * dy
+                e_new = self.elastic.energy(place(y_new))
+                if np.isfinite(e_new) and potential(y_new, e_new) <= phi0 + 1e-4 * s * slope:
+                    break
+                s *= 0.5
+                if s < 1e-6:
+                    break
+            if slope >= 0.0 or s < 1e-6:  # the chord matrix gives no descent here: a fresh Newton step
+                if not chord:
+                    raise _NotConverged("the line search found no descent")
+                chord = False
+                dy = newton_direction(y, g)
+                continue
+            y, energy, g = y_new, e_new, gradient(y_new)
+            # The next step, on the factorization at hand, tells whether this one converged: the error left is that
+            # step times rate / (1 - rate) for iterations that contract at ``rate`` (the chord's are linear).
+            last, dy = s * float(np.abs(dy).max()), -self.factor.solve(g)
+            size = float(np.abs(dy).max())
+            rate = min(size / max(last, 1e-300), 0.9)
+            if size * max(1.0, rate / (1.0 - rate)) <= self.tol:
+                break
+            if chord and iteration + 1 >= CHORD_ITERATIONS:
+                chord = False
+                dy = newton_direction(y, g)
+        else:
+            raise _NotConverged(f"Newton's method ran out of {MAX_NEWTON} iterations")
+        x_new = place(y).copy()
+        v_new = np.zeros_like(x)
+        v_new.ravel()[free] = alpha * (y - yp)
+        return x_new, v_new, x, v
