@@ -48,6 +48,7 @@ def test_a_burst_of_changes_replaces_the_keys_once_with_the_last_settings(addon,
     for stiffness in (3e5, 4e5, 5e5):  # a slider drag: several changes in a row
         settings.stiffness = stiffness
     assert list(live.LIVE.due) == [cube.name]
+    assert bpy.app.timers.is_registered(live._tick)  # what drives step in the UI
     assert live.LIVE.step(context, start) is not None and live.LIVE.run is None  # still within the debounce
     live.LIVE.step(context, start + 1.0)
     first = live.LIVE.run
@@ -81,3 +82,19 @@ def test_the_panel_starts_the_worker_so_the_first_simulate_finds_the_model_loade
         run = addon.operators.SimulationRun(bpy.context, cube)
         run.wait()
         assert run.job.warm is prestarted
+
+
+def test_a_new_job_supersedes_the_one_in_flight(addon):
+    """The worker's answers are read by one job at a time: submitting cancels the job in flight, whose poll then
+    says so at once instead of waiting for answers nobody will read; the new job gets its result."""
+    import sys
+
+    worker = addon.client.get_client(sys.executable, 300.0)
+    vertices = np.array([[0, 0, 0], [0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]], np.float32)
+    faces = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]], np.int32)
+    pins = np.zeros(0, np.int32)
+    first = worker.submit(vertices, faces, pins, {"frames": 40})
+    second = worker.submit(vertices, faces, pins, {"frames": 2})
+    with pytest.raises(addon.client.WorkerCancelled, match="a newer one replaced it"):
+        worker.poll(first)
+    assert worker.wait(second).shape == (3, 4, 3)
