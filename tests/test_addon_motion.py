@@ -36,9 +36,13 @@ def local_keys(addon, obj) -> np.ndarray:
     return positions.astype(np.float64)
 
 
-def test_a_keyed_object_moved_1m_sideways_in_half_a_second_drags_its_free_part_along(addon, scene, capfd):
-    """A sheet hanging from its top edge (gravity off), turned and scaled so object and world axes differ, keyed
-    to move 1 m along world Y between frames 1 and 13 at 24 fps (Bezier: it speeds up, then slows down)."""
+@pytest.mark.parametrize("moved_by", ["keys", "parent"])
+def test_an_object_moved_1m_sideways_in_half_a_second_drags_its_free_part_along(addon, scene, capfd, moved_by):
+    """A sheet hanging from its top edge (gravity off), turned and scaled so object and world axes differ, moved
+    1 m along world Y between frames 1 and 13 at 24 fps (Bezier keys: it speeds up, then slows down), by keys of
+    its own or of the empty it is parented to."""
+    import bpy
+
     scene.use_gravity = False
     scene.render.fps, scene.frame_start, scene.frame_end = 24, 1, 25
     obj = sheet("flag", 0.4, 9)
@@ -47,12 +51,15 @@ def test_a_keyed_object_moved_1m_sideways_in_half_a_second_drags_its_free_part_a
     pinned = [v.index for v in obj.data.vertices if v.co.y > 0.19]
     group.add(pinned, 1.0, "REPLACE")
     obj.neurok.pin_group, obj.neurok.material, obj.neurok.drag = "pins", "cloth", 1.0
+    mover = obj
+    if moved_by == "parent":
+        mover = bpy.data.objects.new("arm", None)
+        scene.collection.objects.link(mover)
+        obj.parent = mover
     for frame, y in ((1, 0.0), (13, 1.0)):
-        obj.location = (0.0, y, 0.0)
-        obj.keyframe_insert("location", frame=frame)
+        mover.location = (0.0, y, 0.0)
+        mover.keyframe_insert("location", frame=frame)
     scene.frame_set(7)  # simulating from elsewhere must not matter
-    import bpy
-
     assert bpy.ops.neurok.simulate() == {"FINISHED"}
     assert "flag moves: simulated in its animated frame" in reports(capfd)
     assert scene.frame_current == 7
