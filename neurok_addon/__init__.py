@@ -6,7 +6,7 @@ Python has no torch.
 
 from . import client, live, operators, panels, preferences, properties
 
-_MODULES = (properties, preferences, operators, panels)
+_MODULES = (properties, preferences, operators, panels, live)
 
 
 def register() -> None:
@@ -15,7 +15,6 @@ def register() -> None:
 
 
 def unregister() -> None:
-    live.unregister()  # its timer would call into the unregistered add-on
-    client.shutdown()  # a worker left running would hold its model in memory until Blender quits
-    for module in reversed(_MODULES):
+    for module in reversed(_MODULES):  # live first: its timer and handler would call into the rest
         module.unregister()
+    client.shutdown()  # a worker left running would hold its model in memory until Blender quits

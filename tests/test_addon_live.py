@@ -98,3 +98,27 @@ def test_a_new_job_supersedes_the_one_in_flight(addon):
     with pytest.raises(addon.client.WorkerCancelled, match="a newer one replaced it"):
         worker.poll(first)
     assert worker.wait(second).shape == (3, 4, 3)
+
+
+def test_scene_changes_schedule_a_re_simulation_and_frame_changes_do_not(addon, cube):
+    """Gravity, fps, a still Wind field's strength are what the simulation reads from the scene: changing one
+    schedules the watched object (Blender's depsgraph handler notices); playing frames does not."""
+    import bpy
+
+    live, scene = addon.live, bpy.context.scene
+    bpy.ops.object.effector_add(type="WIND", location=(2.0, 0.0, 0.0))
+    field = bpy.context.active_object
+    bpy.context.view_layer.objects.active = cube
+    cube.neurok.auto_resimulate = True
+    assert bpy.ops.neurok.simulate() == {"FINISHED"}
+    bpy.context.view_layer.update()
+    for change in (lambda: setattr(scene, "gravity", (0.0, 0.0, -5.0)), lambda: setattr(scene.render, "fps", 30),
+                   lambda: setattr(field.field, "strength", 3.0)):
+        live.LIVE.due.clear()
+        for frame in (3, 5, 1):
+            scene.frame_set(frame)
+        assert not live.LIVE.due
+        change()
+        bpy.context.view_layer.update()
+        assert list(live.LIVE.due) == [cube.name]
+    live.LIVE.stop()
