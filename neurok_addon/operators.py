@@ -69,9 +69,12 @@ class SimulationRun:
             meshlib.check_vertex_count(len(obj.data.vertices))
         except MeshError as exc:
             raise mesh_export.InputError(str(exc)) from exc
+        frames, count = frame_end - self.frame_start, len(obj.data.vertices)  # the cage's count: what is simulated
+        if protocol.positions_nbytes(frames, count) > protocol.MAX_PAYLOAD_BYTES:  # refused before frames are sampled
+            raise mesh_export.InputError(f"{frames} frames of {count:,} vertices exceed what one simulation can "
+                                         "return; simulate fewer frames or a lighter proxy mesh")
         # Everything the run depends on is read at the start frame: the rest shape (modifiers applied), where the
         # object is, and the wind and colliders around it.
-        frames = frame_end - self.frame_start
         self.unit = scene.unit_settings.scale_length
         with motion.at_frame(scene, self.frame_start):
             self.mesh = mesh_export.export(obj, context, settings.pin_group)
@@ -95,10 +98,6 @@ class SimulationRun:
         if settings.pin_group and len(self.mesh.pins) == 0:
             self.warnings.append(f"{obj.name}'s pin group {settings.pin_group!r} has no vertex with a weight above "
                                  "0.5: nothing is pinned")
-        count = len(self.mesh.local)
-        if protocol.positions_nbytes(frames, count) > protocol.MAX_PAYLOAD_BYTES:
-            raise mesh_export.InputError(f"{frames} frames of {count:,} vertices exceed what one simulation can "
-                                         "return; simulate fewer frames or a lighter proxy mesh")
         # Scene units -> metres: the model works in SI units. Gravity too, as Blender's Cloth reads it (measured:
         # the same drop in scene units at unit scale 1 and 0.01), but never silently. Gravity stays in world axes:
         # for an animated object the runtime turns it with the object's frame.
