@@ -407,12 +407,11 @@ class Dynamics(torch.nn.Module):
             bias = bias + np.cross(w, np.cross(w, y)) + 2.0 * np.cross(w, yd)
             x, xd = z.center + pos + y @ R.T, v + (np.cross(w, y) + yd) @ R.T
         # External accelerations in the mesh's space (an animated object's: its moving frame)
-        push = z.gravity
+        # Gravity and wind are given in world axes (the mesh's, unless it is animated), gusts vary over the body
+        push = z.gravity if b_.wind is None else z.gravity + b_.wind.acceleration(t, x)
         if b_.frame is not None:
             felt, turn = b_.frame.acceleration(t, x, xd)
             push = push @ turn - felt
-        if b_.wind is not None:
-            push = push + b_.wind.acceleration(t, x)
         f = z.mass * push
         if b_.colliders:
             f = f + self.contact_force(x, xd)

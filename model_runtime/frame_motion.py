@@ -3,7 +3,8 @@ acceleration enters as inertial forces, the same way gravity does, and pinned ve
 exactly because they do not move in object space.
 
 For a frame x_world = R(t) x + p(t) with body-frame angular velocity w and acceleration w', a point at object-space
-position x with object-space velocity x' feels, per unit mass, gravity R^T g and the fictitious acceleration
+position x with object-space velocity x' feels, per unit mass, gravity and wind (given in world axes) turned into
+object space, R^T g, and the fictitious acceleration
 
     -(R^T p'' + w' x x + w x (w x x) + 2 w x x')
 

@@ -40,7 +40,7 @@ class SimParams:
     # The object's own animation: object-to-world rigid transforms (frames + 1, 4, 4) in metres at each frame, or
     # None for a still object. The simulation runs in object space (model_runtime.frame_motion).
     frame_motion: np.ndarray | None = None
-    wind: list = field(default_factory=list)  # wind sources (model_runtime.wind.make_wind), in the mesh's space
+    wind: list = field(default_factory=list)  # wind sources (model_runtime.wind.make_wind), in gravity's axes
     colliders: list = field(default_factory=list)  # static colliders (model_runtime.contact.make_colliders)
 
     def to_dict(self) -> dict:

@@ -3,7 +3,8 @@
 Each source is an acceleration (m/s^2) of the body's mass along its direction, like gravity, scaled by
 1 + noise * xi(t, x), where xi is a smooth gust field in [-1, 1]: a few travelling waves of GUST_LENGTH and
 GUST_PERIODS with fixed phases, so the same settings always give the same motion and a sheet flutters instead of
-only leaning.
+only leaning. Directions are in gravity's axes: on an animated object (frame_motion) both turn into object space
+as it turns, and the gusts are laid out over the object.
 """
 
 import numpy as np

@@ -81,7 +81,7 @@ class SimulationRun:
             matrices = (motion.sample_matrices(obj, scene, self.frame_start, frames) if motion.may_move(obj)
                         else self.mesh.matrix_world[None])
             self.space = motion.simulation_space(matrices, self.unit)
-            wind, wind_names = scene_forces.wind(scene, context.view_layer, self.space)
+            wind, wind_names = scene_forces.wind(scene, context.view_layer)
             colliders = scene_forces.colliders(context, self.space, obj)
         self._scene_notes(obj, settings, wind_names, colliders)
         if (scale := mesh_export.non_uniform_scale(obj)) is not None:
@@ -144,9 +144,6 @@ class SimulationRun:
         if self.space.scale_animated:
             self.warnings.append(f"{obj.name}'s scale is animated: the simulation uses its scale at the start frame, "
                                  "and the animated scale applies on top of the result")
-        if wind_names and np.abs(self.space.frame_motion[:, :3, :3] - self.space.frame_motion[0, :3, :3]).max() > 1e-3:
-            self.warnings.append(f"{obj.name} turns while wind blows: the wind keeps the direction it has relative to "
-                                 "the object at the start frame")
 
     def poll(self) -> np.ndarray | None:
         return self.client.poll(self.job)

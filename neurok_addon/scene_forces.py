@@ -2,8 +2,8 @@
 
 Wind: a visible object with a Wind force field pushes along its +Z axis with an acceleration of ``strength`` scene
 units per s^2 (what Blender's wind gives a particle of unit mass), times the scene's unit scale into m/s^2 like
-gravity; its Noise is the gust strength (the same 0-10 range). Falloff, shape and flow are not modelled: the wind
-is uniform everywhere.
+gravity, and in world axes like gravity (an animated object turns through it); its Noise is the gust strength (the
+same 0-10 range). Falloff, shape and flow are not modelled: the wind is uniform everywhere.
 
 Colliders: a visible mesh with an enabled Collision modifier, as evaluated at the start frame and held still. Flat
 meshes become infinite planes (solid behind their face normals), box-like meshes boxes, sphere-like meshes spheres,
@@ -38,15 +38,16 @@ def _visible(obj: bpy.types.Object, view_layer: bpy.types.ViewLayer) -> bool:
     return obj.visible_get(view_layer=view_layer)
 
 
-def wind(scene: bpy.types.Scene, view_layer, space: SimulationSpace) -> tuple[list[dict], list[str]]:
-    """The runtime's wind sources from the scene's visible Wind fields, and the fields' names."""
+def wind(scene: bpy.types.Scene, view_layer) -> tuple[list[dict], list[str]]:
+    """The runtime's wind sources (world axes, m/s^2) from the scene's visible Wind fields, and the fields'
+    names."""
     sources, names = [], []
     for obj in scene.objects:
         field = obj.field
         if field is None or field.type != "WIND" or field.strength == 0.0 or not _visible(obj, view_layer):
             continue
         axis = np.array(obj.matrix_world)[:3, 2]
-        push = space.vector(axis / np.linalg.norm(axis) * field.strength)
+        push = axis / np.linalg.norm(axis) * field.strength * scene.unit_settings.scale_length
         sources.append({"acceleration": push.tolist(), "noise": float(field.noise)})
         names.append(obj.name)
     return sources, names

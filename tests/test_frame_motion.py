@@ -68,3 +68,19 @@ def test_a_steadily_moving_object_moves_nothing_in_its_own_space(sim, sheet):
 def test_bad_frame_motion_is_refused_with_the_reason(bad, match):
     with pytest.raises(ParameterError, match=match):
         make_params(frames=FRAMES, frame_motion=bad)
+
+
+def test_wind_on_a_turning_object_keeps_its_world_direction(sim, sheet):
+    """Half a turn about the pinned edge's normal over the run: a world-fixed wind ends up pushing the other way in
+    object space, where wind fixed to the object would keep pushing the same way."""
+    v, f, pins, far = sheet
+    turn = np.repeat(np.eye(4)[None], FRAMES + 1, axis=0)
+    for i in range(FRAMES + 1):
+        a = np.pi * min(i / 12, 1.0)  # half a turn about x over half a second, then held
+        turn[i, 1:3, 1:3] = [[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]]
+    p = make_params(frames=FRAMES, fps=FPS, gravity=(0, 0, 0), material="cloth", drag=2.0, pins=pins,
+                    frame_motion=turn, wind=[{"acceleration": [0, 0, 4.0]}], num_vertices=len(v))
+    still = make_params(frames=FRAMES, fps=FPS, gravity=(0, 0, 0), material="cloth", drag=2.0, pins=pins,
+                        frame_motion=turn, num_vertices=len(v))
+    pushed = sim.simulate(v, f, p)[-1, far, 2].mean() - sim.simulate(v, f, still)[-1, far, 2].mean()
+    assert pushed < -0.01  # world +z is object -z after half a turn
