@@ -6,6 +6,7 @@ Heavy modules are imported inside each command so ``--help`` stays instant.
 """
 
 import argparse
+import inspect
 import sys
 
 import numpy as np
@@ -13,23 +14,22 @@ import numpy as np
 from .errors import Cancelled, MeshError, ParameterError, SimulationError, WeightsError
 from .materials import MATERIALS
 from .mesh import read_obj
-from .params import SimParams, make_params
+from .params import OPTIONS, SimParams, make_params
 from .progress import ProgressBar
 
 
 def add_physics_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("mesh", help="triangle mesh (.obj), coordinates in metres")
     p.add_argument("--out", required=True, help="output .npz with positions (frames+1, V, 3) and fps")
-    p.add_argument("--frames", type=int, default=48, help="frames to simulate after the rest frame 0")
-    p.add_argument("--fps", type=float, default=24.0, help="frames per second")
-    p.add_argument("--gravity", type=float, nargs=3, default=(0.0, 0.0, -9.81), metavar=("GX", "GY", "GZ"),
+    defaults = inspect.signature(make_params).parameters
+    for name, option in OPTIONS.items():  # the scalar options, with make_params' defaults and ranges
+        default = defaults[name].default
+        origin = "from --material" if default is None else f"{default:g}"
+        p.add_argument(f"--{name}", type=int if name == "frames" else float, default=default,
+                       help=f"{option.help}; {option.unit or 'a number'} from {option.low:g} to {option.high:g} "
+                            f"(default: {origin})".replace("%", "%%"))
+    p.add_argument("--gravity", type=float, nargs=3, default=defaults["gravity"].default, metavar=("GX", "GY", "GZ"),
                    help="gravity vector, m/s^2")
-    p.add_argument("--drag", type=float, default=0.0, help="air drag c, 1/s (force -c m v)")
-    p.add_argument("--stiffness", type=float, help="Young's modulus, Pa (default: from --material)")
-    p.add_argument("--density", type=float, help="density, kg/m^3 (default: from --material)")
-    p.add_argument("--damping", type=float, help="internal damping, s (default: from --material)")
-    p.add_argument("--poisson", type=float, help="Poisson ratio (default: from --material)")
-    p.add_argument("--thickness", type=float, help="shell thickness of open surfaces, m (default: from --material)")
     p.add_argument("--material", choices=sorted(MATERIALS), default=None, help="material preset")
     p.add_argument("--pin-file", help="text file with one pinned vertex index per line")
     p.add_argument("--initial-velocity", type=float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("VX", "VY", "VZ"),

@@ -9,7 +9,6 @@ always had. Colliders are static, in the same space and units (m) as the mesh's 
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.spatial import ConvexHull, QhullError
 
 from .errors import ParameterError
 
@@ -103,6 +102,8 @@ def _collider(i: int, spec) -> Collider:
             raise ParameterError(f"collider {i} (box): size must be positive and matrix a rotation and translation")
         normals = np.concatenate([R.T, -R.T])  # rows: the box's axes in the mesh's space, both ways
         return Collider(planes=np.column_stack([normals, normals @ m[:3, 3] + np.tile(half, 2)]))
+    from scipy.spatial import ConvexHull, QhullError  # here: params (and with it the add-on) imports this module
+
     points = array("points", None)
     try:
         hull = ConvexHull(points.reshape(-1, 3))

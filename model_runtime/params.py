@@ -14,8 +14,43 @@ from .errors import ParameterError
 from .materials import DEFAULT_MATERIAL, MATERIALS
 from .wind import make_wind
 
+STANDARD_GRAVITY = 9.81  # m/s^2, Earth's: the default gravity, along -z
 MAX_FRAMES = 10_000
 MAX_GRAVITY = 1_000.0  # m/s^2, ~100 g: beyond that no preset material stays meaningful
+
+
+@dataclass(frozen=True)
+class Option:
+    """One scalar physical option: its unit, accepted range and meaning. The runtime's checks, the CLI's arguments
+    and the add-on's property limits and tooltips all come from OPTIONS."""
+
+    unit: str  # SI unit as shown to people ("" for a pure number)
+    low: float
+    high: float
+    help: str
+    high_open: bool = False  # the range excludes ``high`` itself
+
+    def check(self, name: str, value: float) -> None:
+        if not (self.low <= value < self.high if self.high_open else self.low <= value <= self.high):
+            bound = "below" if self.high_open else "at most"
+            raise ParameterError(f"{name} must be at least {self.low:g} and {bound} {self.high:g}"
+                                 f"{' ' + self.unit if self.unit else ''}, got {value:g}")
+
+
+OPTIONS: dict[str, Option] = {
+    "frames": Option("", 1, MAX_FRAMES, "frames to simulate after the rest frame"),
+    "fps": Option("1/s", 1.0, 1000.0, "frames per second"),
+    "drag": Option("1/s", 0.0, 1000.0, "air drag c: every part is slowed by a force c x mass x velocity (1: a "
+                   "part coasting alone loses 63% of its speed per second)"),
+    "stiffness": Option("Pa", 1.0, 1e11, "Young's modulus: how strongly a solid (closed mesh) resists stretching and "
+                        "bending. Open surfaces (cloth) drape by their shape and weight: above some tens of kPa "
+                        "their stiffness changes little"),
+    "density": Option("kg/m^3", 1.0, 25_000.0, "mass per volume (water is 1000)"),
+    "damping": Option("s", 0.0, 10.0, "internal (stiffness-proportional) damping: higher values calm wobbling "
+                      "faster"),
+    "poisson": Option("", 0.0, 0.5, "Poisson ratio: how much the material thins as it stretches", high_open=True),
+    "thickness": Option("m", 1e-5, 1.0, "shell thickness of open surfaces (cloth)"),
+}
 
 
 
@@ -25,7 +60,7 @@ class SimParams:
 
     frames: int = 48
     fps: float = 24.0
-    gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)
+    gravity: tuple[float, float, float] = (0.0, 0.0, -STANDARD_GRAVITY)
     drag: float = 0.0  # air drag c in 1/s: force -c * m * v on every mass
     stiffness: float = MATERIALS[DEFAULT_MATERIAL].stiffness
     density: float = MATERIALS[DEFAULT_MATERIAL].density
@@ -54,7 +89,7 @@ def make_params(
     *,
     frames: int = 48,
     fps: float = 24.0,
-    gravity=(0.0, 0.0, -9.81),
+    gravity=(0.0, 0.0, -STANDARD_GRAVITY),
     drag: float = 0.0,
     stiffness: float | None = None,
     density: float | None = None,
@@ -184,28 +219,12 @@ def _frame_motion(value, frames: int, contacts: bool) -> np.ndarray | None:
 
 
 def _check(p: SimParams) -> None:
-    scalars = dict(fps=p.fps, drag=p.drag, stiffness=p.stiffness, density=p.density, damping=p.damping,
-                   poisson=p.poisson, thickness=p.thickness)
-    for name, value in scalars.items():
+    for name, option in OPTIONS.items():
+        value = getattr(p, name)
         if not math.isfinite(value):
             raise ParameterError(f"{name} must be a finite number, got {value}")
-    if not 1 <= p.frames <= MAX_FRAMES:
-        raise ParameterError(f"frames must be between 1 and {MAX_FRAMES}, got {p.frames}")
-    if not 1.0 <= p.fps <= 1000.0:
-        raise ParameterError(f"fps must be between 1 and 1000, got {p.fps}")
+        option.check(name, value)
     if np.linalg.norm(p.gravity) > MAX_GRAVITY:
         raise ParameterError(f"gravity magnitude {np.linalg.norm(p.gravity):.1f} m/s^2 exceeds {MAX_GRAVITY:.0f}")
-    if p.drag < 0 or p.drag > 1000:
-        raise ParameterError(f"drag must be between 0 and 1000 1/s, got {p.drag}")
-    if not 1.0 <= p.stiffness <= 1e11:
-        raise ParameterError(f"stiffness (Young's modulus) must be between 1 Pa and 100 GPa, got {p.stiffness}")
-    if not 1.0 <= p.density <= 25_000:
-        raise ParameterError(f"density must be between 1 and 25000 kg/m^3, got {p.density}")
-    if not 0.0 <= p.damping <= 10.0:
-        raise ParameterError(f"damping must be between 0 and 10 s, got {p.damping}")
-    if not 0.0 <= p.poisson < 0.5:
-        raise ParameterError(f"poisson ratio must be in [0, 0.5), got {p.poisson}")
-    if not 1e-5 <= p.thickness <= 1.0:
-        raise ParameterError(f"thickness must be between 1e-5 and 1 m, got {p.thickness}")
     if p.ground is not None and not math.isfinite(p.ground):
         raise ParameterError("ground height must be finite")

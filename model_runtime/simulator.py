@@ -23,7 +23,7 @@ from .dynamics import DTYPE, Body, BudgetSpent, Dynamics, LatentMap, State, quat
 from .errors import Cancelled, MeshError, SimulationError
 from .frame_motion import FrameMotion
 from .model import CoefficientMLP, NeuROK
-from .params import SimParams, make_params
+from .params import STANDARD_GRAVITY, SimParams, make_params
 from .weights import load_model
 from .wind import make_wind
 
@@ -64,7 +64,6 @@ MEMBRANE_STRAIN = 0.2
 # Not 0: with no resistance at all a cloth lying on the ground shrank by ~20% (median edge strain -0.18 to -0.21),
 # against -5% at 0.03 and -2% at 0.1.
 SHEET_COMPRESSION = 0.03
-STANDARD_GRAVITY = 9.81
 # Bounds on the stiffness scale of a pinned solid: a body whose decoded deformations barely load it (a latent
 # direction the springs do not see) must not end up arbitrarily stiff or soft.
 MIN_STIFFNESS_FACTOR, MAX_STIFFNESS_FACTOR = 1e-3, 10.0

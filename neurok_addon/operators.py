@@ -9,9 +9,10 @@ import numpy as np
 from ..model_runtime import mesh as meshlib
 from ..model_runtime import protocol
 from ..model_runtime.errors import MeshError
+from ..model_runtime.params import STANDARD_GRAVITY
 from . import client, mesh_export, motion, pc2, scene_forces, shape_keys
 from .preferences import worker_python, worker_timeout
-from .properties import BLEND_RELATIVE, EARTH_GRAVITY
+from .properties import BLEND_RELATIVE
 
 # What a Simulate can fail with: its input, or the runtime. Both carry a message for the artist.
 FAILURES = (mesh_export.InputError, client.WorkerError)
@@ -503,14 +504,14 @@ class NEUROK_OT_earth_gravity(bpy.types.Operator):
         settings, unit = obj.neurok, scene.unit_settings.scale_length
         used = np.array(settings.gravity_used(scene), np.float64)
         norm = np.linalg.norm(used)
-        value = (used / norm if norm > 0 else np.array([0.0, 0.0, -1.0])) * EARTH_GRAVITY / unit
+        value = (used / norm if norm > 0 else np.array([0.0, 0.0, -1.0])) * STANDARD_GRAVITY / unit
         if settings.use_scene_gravity:
             scene.gravity, scene.use_gravity = value, True
             where = "The scene's gravity (Cloth and Blender's other simulations use it too)"
         else:
             settings.gravity = value
             where = f"{obj.name}'s custom gravity"
-        self.report({"INFO"}, f"{where} is now {_vector(value)} scene units/s^2: {EARTH_GRAVITY} m/s^2 at unit "
+        self.report({"INFO"}, f"{where} is now {_vector(value)} scene units/s^2: {STANDARD_GRAVITY} m/s^2 at unit "
                               f"scale {unit:g}")
         return {"FINISHED"}
 

@@ -11,8 +11,8 @@ import bpy
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, FloatVectorProperty, IntProperty, StringProperty
 
 from ..model_runtime.materials import DEFAULT_MATERIAL, MATERIALS
+from ..model_runtime.params import OPTIONS, STANDARD_GRAVITY
 
-EARTH_GRAVITY = 9.81  # m/s^2
 # 1/s, as Blender Cloth's default Air Viscosity: a 1 m sheet pinned along an edge under the cloth preset settles in
 # ~3 s (measured: its lowest point within 2.5 cm of where it hangs from 3 s on; without drag it still swings by
 # 0.4 m between 3 and 5 s). The price: a fall tops out at g / drag = 9.8 m/s and is 21% slower after 0.5 s.
@@ -21,6 +21,13 @@ AIR_DRAG = 1.0
 # in 5.0.1); older versions without it would refuse to register the property, so it is only asked for from 5.0 on.
 BLEND_RELATIVE = {"PATH_SUPPORTS_BLEND_RELATIVE"} if bpy.app.version >= (5, 0, 0) else set()
 MATERIAL_ITEMS = [(name, name.replace("_", " ").title(), m.description) for name, m in MATERIALS.items()]
+
+
+def _limits(name: str) -> dict:
+    """A runtime option's hard limits and tooltip (model_runtime.params.OPTIONS), as property keywords."""
+    option = OPTIONS[name]
+    return {"min": option.low, "max": option.high,
+            "description": f"{option.help[0].upper()}{option.help[1:]}, in {option.unit}"}
 
 
 def _changed(settings: "NeuROKSettings", _context) -> None:
@@ -42,33 +49,26 @@ class NeuROKSettings(bpy.types.PropertyGroup):
         name="Material", items=MATERIAL_ITEMS, default=DEFAULT_MATERIAL, update=_apply_material,
         description="Preset that fills stiffness, density and damping (they stay editable)")
     stiffness: FloatProperty(
-        name="Stiffness", default=MATERIALS[DEFAULT_MATERIAL].stiffness, min=1.0, max=1e11, soft_min=1e3,
-        soft_max=1e9, precision=0, step=1000,
-        description="Young's modulus in pascals (Pa): how strongly a solid (closed mesh) resists stretching and "
-                    "bending. Open surfaces (cloth) drape by their shape and weight: above some tens of kPa their "
-                    "stiffness changes little", update=_changed)
+        name="Stiffness", default=MATERIALS[DEFAULT_MATERIAL].stiffness, soft_min=1e3, soft_max=1e9, precision=0,
+        step=1000, update=_changed, **_limits("stiffness"))
     density: FloatProperty(
-        name="Density", default=MATERIALS[DEFAULT_MATERIAL].density, min=1.0, max=25_000.0, precision=1,
-        description="Mass per volume in kg/m^3 (water is 1000)", update=_changed)
+        name="Density", default=MATERIALS[DEFAULT_MATERIAL].density, precision=1, update=_changed,
+        **_limits("density"))
     damping: FloatProperty(
-        name="Damping", default=MATERIALS[DEFAULT_MATERIAL].damping, min=0.0, max=10.0, soft_max=0.1,
-        precision=4, step=0.1, unit="TIME_ABSOLUTE",
-        description="Internal damping in seconds: higher values calm wobbling faster", update=_changed)
+        name="Damping", default=MATERIALS[DEFAULT_MATERIAL].damping, soft_max=0.1, precision=4, step=0.1,
+        unit="TIME_ABSOLUTE", update=_changed, **_limits("damping"))
     use_scene_gravity: BoolProperty(
         name="Scene Gravity", default=True,
         description="Use the scene's gravity (Scene Properties > Gravity), as Blender's Cloth does; turn off to set "
                     "a custom vector", update=_changed)
     # Wide hard limits: a centimetre scene needs -981 scene units/s^2 for Earth's gravity.
     gravity: FloatVectorProperty(
-        name="Gravity", size=3, default=(0.0, 0.0, -9.81), min=-1e6, max=1e6, soft_min=-1e5, soft_max=1e5,
+        name="Gravity", size=3, default=(0.0, 0.0, -STANDARD_GRAVITY), min=-1e6, max=1e6, soft_min=-1e5, soft_max=1e5,
         subtype="ACCELERATION", unit="ACCELERATION",
         description="Gravity when not using the scene's, in scene units per s^2 like the scene's gravity (m/s^2 at "
                     "unit scale 1)", update=_changed)
     drag: FloatProperty(
-        name="Air Drag", default=AIR_DRAG, min=0.0, max=1000.0, soft_max=10.0, precision=3,
-        description="Air drag in 1/s: each part of the mesh is slowed by a force of drag x mass x velocity (1: a "
-                    "part coasting alone loses 63% of its speed per second; falls top out at g / drag)",
-        update=_changed)
+        name="Air Drag", default=AIR_DRAG, soft_max=10.0, precision=3, update=_changed, **_limits("drag"))
     pin_group: StringProperty(
         name="Pin Group", default="",
         description="Vertex group of pinned vertices: vertices with a weight above 0.5 stay in place", update=_changed)
@@ -118,11 +118,11 @@ class NeuROKSettings(bpy.types.PropertyGroup):
     def gravity_problem(self, scene: bpy.types.Scene) -> str:
         """Why the effective gravity looks like a units slip (far from Earth's, not off), or an empty string."""
         magnitude = math.hypot(*self.effective_gravity(scene))
-        if magnitude == 0.0 or 0.5 <= magnitude / EARTH_GRAVITY <= 2.0:
+        if magnitude == 0.0 or 0.5 <= magnitude / STANDARD_GRAVITY <= 2.0:
             return ""
         unit = scene.unit_settings.scale_length
-        return (f"gravity is {magnitude:.3g} m/s^2, {magnitude / EARTH_GRAVITY:.3g} of Earth's: Blender reads it in "
-                f"scene units per s^2 (unit scale {unit:g}); Earth's is {EARTH_GRAVITY / unit:.4g} here")
+        return (f"gravity is {magnitude:.3g} m/s^2, {magnitude / STANDARD_GRAVITY:.3g} of Earth's: Blender reads it in "
+                f"scene units per s^2 (unit scale {unit:g}); Earth's is {STANDARD_GRAVITY / unit:.4g} here")
 
     def preset_edited(self) -> bool:
         """True when stiffness, density or damping no longer hold the material preset's values."""

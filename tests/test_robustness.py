@@ -345,21 +345,23 @@ def _no_keys(obj) -> bool:
 
 @pytest.mark.bpy
 def test_property_limits_match_the_runtime_ranges(addon, scene):
-    """Every hard limit of a property is accepted by make_params, and just beyond it is rejected."""
+    """The add-on's physical properties take their hard limits and tooltips from the runtime's one table
+    (params.OPTIONS), whose ranges make_params enforces (tests/test_params.py)."""
+    from model_runtime.params import MAX_GRAVITY, OPTIONS, STANDARD_GRAVITY
+
     rna = addon.properties.NeuROKSettings.bl_rna.properties
     for name in ("stiffness", "density", "damping", "drag"):
-        lo, hi = rna[name].hard_min, rna[name].hard_max
-        make_params(**{name: lo})
-        make_params(**{name: hi})
-        with pytest.raises(ParameterError, match=name):
-            make_params(**{name: lo - max(abs(lo) * 1e-3, 1e-3)})
-        with pytest.raises(ParameterError, match=name):
-            make_params(**{name: hi * 1.01})
+        option = OPTIONS[name]
+        assert (rna[name].hard_min, rna[name].hard_max) == pytest.approx((option.low, option.high), rel=1e-6)
+        assert option.unit in rna[name].description and option.help[1:40] in rna[name].description
+        make_params(**{name: rna[name].hard_min})
+        make_params(**{name: rna[name].hard_max})
+    # Gravity is in scene units per s^2, so its property admits Earth's in millimetre scenes (-9810 at unit scale
+    # 0.001); the runtime bounds the magnitude in m/s^2, after the unit scale.
     g = rna["gravity"]
-    make_params(gravity=(0.999 * g.hard_max / 3**0.5,) * 3)  # the largest in-range magnitude along a diagonal
-    make_params(gravity=(0, 0, g.hard_min))
+    assert g.hard_min <= -STANDARD_GRAVITY / 0.001 and g.hard_max >= STANDARD_GRAVITY / 0.001
     with pytest.raises(ParameterError, match="gravity"):
-        make_params(gravity=(g.hard_max,) * 3)  # each axis within its limit, the magnitude not: runtime says so
+        make_params(gravity=(0.0, 0.0, -1.01 * MAX_GRAVITY))
 
 
 @pytest.mark.bpy
