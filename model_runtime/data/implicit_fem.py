@@ -35,6 +35,7 @@ STEP_RATE = 96.0
 NEWTON_TOLERANCE = 1e-4  # converged when no node moves by more than this fraction of a lattice edge in one iteration
 MAX_NEWTON = 40  # iterations per step before the step is retried at half the size
 CHORD_ITERATIONS = 10  # iterations on the last factorized Hessian before a step computes and factorizes a new one
+RAYLEIGH_REFRESH = 0.01  # change of any F entry (strain or rotation, rad) after which Rayleigh's stiffness is retaken
 RETRIES = 3  # halvings of the step before a frame is given up
 MASS_FLOOR = 0.02  # nodes barely inside the body keep this fraction of the mean node mass (keeps M positive)
 CONTACT_STIFFNESS = 1.0e6  # ground penalty per kg of node mass, N/m/kg = 1/s^2: rests g / k ~ 0.01 mm deep
@@ -71,11 +72,12 @@ class TetElasticity:
         self._weight_t = torch.from_numpy(self.weight)
         self.n = len(nodes)
 
-    def _F(self, x: np.ndarray) -> torch.Tensor:
+    def deformation(self, x: np.ndarray) -> torch.Tensor:
+        """Deformation gradients (M, 3, 3) at positions x (N, 3)."""
         return torch.from_numpy(x[self.tets]).transpose(1, 2) @ self._grad_t
 
     def energy(self, x: np.ndarray) -> float:
-        return float((self._weight_t * elasticity.neo_hookean_energy(self._F(x), self.mu, self.lam)).sum())
+        return float((self._weight_t * elasticity.neo_hookean_energy(self.deformation(x), self.mu, self.lam)).sum())
 
     def energies(self, positions: np.ndarray) -> np.ndarray:
         """Energy (J) per frame of positions (T, N, 3)."""
@@ -83,14 +85,14 @@ class TetElasticity:
 
     def gradient(self, x: np.ndarray) -> np.ndarray:
         """dPsi/dx (N, 3): minus the elastic forces."""
-        P = elasticity.neo_hookean_stress(self._F(x), self.mu, self.lam)
+        P = elasticity.neo_hookean_stress(self.deformation(x), self.mu, self.lam)
         per_node = (self._grad_t @ (self._weight_t[:, None, None] * P).transpose(1, 2)).numpy()
         idx = self.tets.ravel()
         return np.stack([np.bincount(idx, per_node[:, :, i].ravel(), self.n) for i in range(3)], 1)
 
     def hessian_blocks(self, x: np.ndarray) -> np.ndarray:
         """(M, 12, 12) element stiffness, each from dP/dF projected to positive semi-definite."""
-        A = elasticity.neo_hookean_projected_stress_derivative(self._F(x), self.mu, self.lam)
+        A = elasticity.neo_hookean_projected_stress_derivative(self.deformation(x), self.mu, self.lam)
         H = self._B.transpose(1, 2) @ A @ self._B
         return (self._weight_t[:, None, None] * H).numpy()
 
@@ -217,7 +219,11 @@ class _Stepper:
         self.gravity = np.tile(np.asarray(params.gravity, np.float64), len(held))[self.free]
         self.z = (np.arange(3 * len(held)) % 3 == 2)[self.free]  # the ground is the plane z = params.ground
         self.factor = None
-        self.stiffness = None  # the last assembled elastic stiffness
+        self.stiffness = self.stiffness_at = None  # the last assembled elastic stiffness, and the F it was taken at
+
+    def _assemble(self, x: np.ndarray) -> None:
+        self.stiffness = self.pattern.assemble(self.elastic.hessian_blocks(x))
+        self.stiffness_at = self.elastic.deformation(x)
 
     def step(self, x, v, x_prev, v_prev, h):
         """One BDF2 step of size h (backward Euler when there is no previous state); returns the next state."""
@@ -234,10 +240,12 @@ class _Stepper:
             full.ravel()[free] = y_
             return full
 
-        # Rayleigh damping needs the stiffness at the step's start: one lagged even by a few steps damps a body that
-        # has turned since (a jelly head swinging on its pins moved 30% less in 0.5 s with the chord's stale one).
-        if self.stiffness is None or p.damping > 0.0:
-            self.stiffness = self.pattern.assemble(self.elastic.hessian_blocks(x))
+        # Rayleigh damping needs the stiffness at the step's start: one from a body that has turned since damps the
+        # turn (a jelly head swinging on its pins moved 30% less in 0.5 s with the chord's stale one). It is
+        # reassembled once any element's F has moved by RAYLEIGH_REFRESH from where it was assembled.
+        if self.stiffness is None or p.damping > 0.0 and float(
+                (self.elastic.deformation(x) - self.stiffness_at).abs().max()) > RAYLEIGH_REFRESH:
+            self._assemble(x)
         rayleigh_data = self.stiffness
         rayleigh = self.pattern.matrix(rayleigh_data, np.zeros(len(m))) if p.damping > 0.0 else None
         yp, y_hat = xp.ravel()[free], x_hat.ravel()[free]
@@ -273,7 +281,7 @@ class _Stepper:
 
         def newton_direction(y_, g_):
             """A full Newton step: fresh element Hessians, factorized for the chord iterations that follow."""
-            self.stiffness = self.pattern.assemble(self.elastic.hessian_blocks(place(y_)))
+            self._assemble(place(y_))
             K = self.stiffness + (alpha * p.damping) * rayleigh_data if rayleigh is not None else self.stiffness
             H = self.pattern.matrix(tau2 * K, m + tau2 * (alpha * viscous + contact_stiffness(y_)))
             self.factor = spla.splu(H.tocsc(), permc_spec="MMD_AT_PLUS_A", options={"SymmetricMode": True})
