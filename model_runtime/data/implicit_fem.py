@@ -11,8 +11,8 @@ Each step minimizes the incremental potential (BDF2; the first step backward Eul
 whose stationary point is M a = f(x) - c M v - beta K_n v with v = alpha (x - x_p): Newton on the per-element
 PSD-projected Hessian (a sparse direct solve, reused while it still converges: see _Stepper), with a backtracking
 line search on Phi. Drag c (1/s) and stiffness-proportional Rayleigh damping beta (s, K_n the projected stiffness
-at the step's start) are implicit; the ground is a penalty with lagged friction. Held nodes are eliminated: they
-never move. Units: pascals, kg/m^3, metres, seconds.
+at the step's start, up to RAYLEIGH_REFRESH) are implicit; the ground is a penalty with lagged friction. Held nodes
+are eliminated: they never move. Units: pascals, kg/m^3, metres, seconds.
 """
 
 import math
