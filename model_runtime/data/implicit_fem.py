@@ -83,12 +83,14 @@ class TetElasticity:
         """Energy (J) per frame of positions (T, N, 3)."""
         return np.array([self.energy(np.asarray(x, np.float64)) for x in positions])
 
-    def gradient(self, x: np.ndarray) -> np.ndarray:
-        """dPsi/dx (N, 3): minus the elastic forces."""
-        P = elasticity.neo_hookean_stress(self.deformation(x), self.mu, self.lam)
+    def energy_and_gradient(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """The energy (J) and dPsi/dx (N, 3), minus the elastic forces, from one evaluation of F."""
+        F = self.deformation(x)
+        energy = float((self._weight_t * elasticity.neo_hookean_energy(F, self.mu, self.lam)).sum())
+        P = elasticity.neo_hookean_stress(F, self.mu, self.lam)
         per_node = (self._grad_t @ (self._weight_t[:, None, None] * P).transpose(1, 2)).numpy()
         idx = self.tets.ravel()
-        return np.stack([np.bincount(idx, per_node[:, :, i].ravel(), self.n) for i in range(3)], 1)
+        return energy, np.stack([np.bincount(idx, per_node[:, :, i].ravel(), self.n) for i in range(3)], 1)
 
     def hessian_blocks(self, x: np.ndarray) -> np.ndarray:
         """(M, 12, 12) element stiffness, each from dP/dF projected to positive semi-definite."""
@@ -274,10 +276,12 @@ class _Stepper:
                 rest += 0.5 * CONTACT_STIFFNESS * np.dot(m * pen, pen)
             return 0.5 * np.dot(m * (y_ - y_hat), y_ - y_hat) + tau2 * rest
 
-        def gradient(y_):
+        def evaluate(y_):
+            """Psi and the gradient of Phi at y_."""
+            elastic_energy, elastic_gradient = self.elastic.energy_and_gradient(place(y_))
             push = contact_stiffness(y_) * (ground - y_) if ground is not None else 0.0
-            return m * (y_ - y_hat) + tau2 * (self.elastic.gradient(place(y_)).ravel()[free] - m * self.gravity
-                                              + alpha * damping_force(y_) - push)
+            return elastic_energy, m * (y_ - y_hat) + tau2 * (elastic_gradient.ravel()[free] - m * self.gravity
+                                                              + alpha * damping_force(y_) - push)
 
         def newton_direction(y_, g_):
             """A full Newton step: fresh element Hessians, factorized for the chord iterations that follow."""
@@ -288,7 +292,7 @@ class _Stepper:
             return -self.factor.solve(g_)
 
         y = y_hat.copy()
-        energy, g = self.elastic.energy(place(y)), gradient(y)
+        energy, g = evaluate(y)
         chord = CHORD_ITERATIONS > 0 and self.factor is not None
         dy = -self.factor.solve(g) if chord else newton_direction(y, g)
         for iteration in range(MAX_NEWTON):
@@ -297,7 +301,7 @@ class _Stepper:
             phi0, slope, s = potential(y, energy), float(np.dot(g, dy)), 1.0
             while slope < 0.0:
                 y_new = y + s * dy
-                e_new = self.elastic.energy(place(y_new))
+                e_new, g_new = evaluate(y_new)  # the gradient too: the first trial is nearly always taken
                 if np.isfinite(e_new) and potential(y_new, e_new) <= phi0 + 1e-4 * s * slope:
                     break
                 s *= 0.5
@@ -309,13 +313,13 @@ class _Stepper:
                 chord = False
                 dy = newton_direction(y, g)
                 continue
-            y, energy, g = y_new, e_new, gradient(y_new)
+            y, energy, g = y_new, e_new, g_new
             # The next step, on the factorization at hand, tells whether this one converged: the error left is that
             # step times rate / (1 - rate) for iterations that contract at ``rate`` (the chord's are linear).
             last, dy = s * float(np.abs(dy).max()), -self.factor.solve(g)
             size = float(np.abs(dy).max())
-            rate = min(size / max(last, 1e-300), 0.9)
-            if size * max(1.0, rate / (1.0 - rate)) <= self.tol:
+            rate = size / max(last, 1e-300)
+            if rate < 1.0 and size * max(1.0, rate / (1.0 - rate)) <= self.tol:
                 break
             if chord and iteration + 1 >= CHORD_ITERATIONS:
                 chord = False
