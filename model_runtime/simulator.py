@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torchdiffeq import odeint
+from torchdiffeq._impl.odeint import SOLVERS  # torchdiffeq's table of methods; it exports none
+from torchdiffeq._impl.solvers import FixedGridODESolver
 
 from . import contact, statics
 from . import mesh as meshlib
@@ -87,7 +89,8 @@ RTOL, ATOL = 5e-5, 1e-7  # adaptive methods: state error per step
 SHEET_RTOL = 1e-4
 DEFAULT_METHOD = "rk45"
 SCIPY_METHODS = {"rk45": "RK45", "dop853": "DOP853"}  # run by torchdiffeq's scipy_solver
-FIXED_STEP_METHODS = {"euler", "midpoint", "rk4", "explicit_adams", "implicit_adams"}
+# Methods that take a step size and no tolerances, from torchdiffeq's own table so none (heun3...) passes as adaptive
+FIXED_STEP_METHODS = frozenset(name for name, solver in SOLVERS.items() if issubclass(solver, FixedGridODESolver))
 GROUND_SAG = 5e-4  # resting depth g / k of a unit mass on the ground penalty, as a fraction of the body's size
 MAX_GROUND_RATE = 150.0  # cap on sqrt(k) * frame time: ~30 adaptive steps a frame while touching the ground
 CONTACT_STEP = 2.0  # sqrt(k) * step for fixed steps: RK4 is stable to 2.8 on the critically damped contact

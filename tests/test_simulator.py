@@ -8,7 +8,7 @@ from model_runtime.data.shapes import grid_sheet
 from model_runtime.errors import MeshError, ParameterError
 from model_runtime.mesh import edge_strain, read_obj, validate
 from model_runtime.params import make_params
-from model_runtime.simulator import DEFAULT_METHOD, Simulator, build_body, integrate
+from model_runtime.simulator import DEFAULT_METHOD, FIXED_STEP_METHODS, Simulator, build_body, integrate
 from model_runtime.weights import DEFAULT_WEIGHTS
 
 MESHES = DEFAULT_WEIGHTS.parent / "meshes"
@@ -57,6 +57,12 @@ def test_public_entry_point_matches_simulator(sim, cloth):
     a = simulate(v, f, frames=6, fps=FPS, material="cloth", pins=pins)
     b = run(sim, v, f, frames=6, material="cloth", pins=pins)
     np.testing.assert_array_equal(a, b)  # also: deterministic, and the warm cache changes nothing
+
+
+def test_fixed_step_methods_come_from_torchdiffeq():
+    """Every fixed-grid method gets a step size (none is run as adaptive with tolerances); adaptive ones do not."""
+    assert {"euler", "rk4", "heun3", "explicit_adams"} <= FIXED_STEP_METHODS
+    assert not FIXED_STEP_METHODS & {"dopri5", "bosh3", "scipy_solver", DEFAULT_METHOD}
 
 
 def test_pins_are_held(sim, cloth):
