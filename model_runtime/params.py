@@ -79,9 +79,14 @@ class SimParams:
     colliders: list = field(default_factory=list)  # static colliders (model_runtime.contact.make_colliders)
 
     def to_dict(self) -> dict:
+        """Plain data (JSON). The scene's forces and an animation are written only when used, so the parameters of
+        a still scene (a dataset's, for one) read as they did before these options existed."""
         d = asdict(self)
         d["pins"] = [int(i) for i in self.pins]
-        d["frame_motion"] = None if self.frame_motion is None else self.frame_motion.tolist()
+        for name in ("frame_motion", "wind", "colliders"):
+            value = d.pop(name)
+            if value is not None and len(value):
+                d[name] = value.tolist() if isinstance(value, np.ndarray) else value
         return d
 
 

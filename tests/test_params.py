@@ -3,8 +3,8 @@ property limits and tooltips too: tests/test_robustness.py checks those in real 
 
 import pytest
 
-from model_runtime.cli import build_parser
 from model_runtime.errors import ParameterError
+from model_runtime.lab.cli import build_parser
 from model_runtime.params import OPTIONS, make_params
 
 
@@ -32,3 +32,10 @@ def test_the_cli_offers_every_option_with_the_runtimes_default_and_range(command
         assert f"{option.low:g} to {option.high:g}" in argument.help
         args = parser.parse_args([command, "m.obj", "--out", "o.npz"])
         assert getattr(args, name) == make_params.__kwdefaults__[name]
+
+
+def test_a_still_scenes_parameters_read_as_before_the_scene_forces_existed():
+    plain = make_params().to_dict()
+    assert not {"frame_motion", "wind", "colliders"} & set(plain)
+    windy = make_params(wind=[{"acceleration": [1.0, 0.0, 0.0]}]).to_dict()
+    assert windy["wind"] == [{"acceleration": [1.0, 0.0, 0.0]}]
