@@ -18,7 +18,7 @@ Everything runs on this machine, in this process, except the scaling points (one
    parameter (drag) changed, so the mesh encoding is reused.
 2. **Scaling** of ``model_runtime.Simulator.simulate`` (pinned cloth grids) against vertices and frames: time and
    peak RSS, with a least-squares fit time = a + b * V * frames.
-3. **Fidelity**: ``model_runtime.evaluate.evaluate`` on ``../shared/meshes`` and the test split of the dataset
+3. **Fidelity**: ``model_runtime.lab.evaluate.evaluate`` on ``../shared/meshes`` and the test split of the dataset
    (reference vs NeuROK, rest-shape and rigid baselines, filmstrips).
 """
 
@@ -481,7 +481,8 @@ def plot_scaling(rows: list[dict], fit: dict | None, cfg: dict, path: Path) -> N
 
 
 def fidelity(cfg: dict, images: Path, tag: str, meshes: str | None, data: str | None, workdir: Path) -> dict:
-    from model_runtime import evaluate
+    from model_runtime.lab.evaluate import evaluate
+    from model_runtime.lab.evaluate.report import markdown
 
     out = images / f"benchmark_fidelity{tag}"
     meshes = meshes if meshes and Path(meshes).is_dir() else None
@@ -501,10 +502,10 @@ def fidelity(cfg: dict, images: Path, tag: str, meshes: str | None, data: str | 
     data = data if data and Path(data).is_dir() else None
     log(f"fidelity: meshes={meshes} data={data} limit={cfg['fidelity_limit']} -> {out}")
     t = time.perf_counter()
-    report = evaluate.evaluate(None, data, meshes, str(out), limit=cfg["fidelity_limit"], physics=cfg["physics"],
-                               log=lambda m: log("  " + m))
+    report = evaluate(None, data, meshes, str(out), limit=cfg["fidelity_limit"], physics=cfg["physics"],
+                      log=lambda m: log("  " + m))
     return {"dir": str(out), "seconds": time.perf_counter() - t, "meshes": label, "data": data,
-            "markdown": evaluate.markdown(report, out)}
+            "markdown": markdown(report, out)}
 
 
 # ------------------------------------------------------------------------------------------------ report
@@ -638,7 +639,7 @@ def report_markdown(r: dict, out: Path) -> str:
         while body and not body[0].strip():
             body.pop(0)  # drop its title, one level down
         lines += ["## Fidelity", "",
-                  f"Run in-process with `model_runtime.evaluate.evaluate`, the same as `python -m model_runtime "
+                  f"Run in-process with `model_runtime.lab.evaluate.evaluate`, the same as `python -m model_runtime "
                   f"evaluate --meshes {fi['meshes']} --data {fi['data']} --limit {r['config']['fidelity_limit']}"
                   f"{'' if r['config']['physics'] else ' --no-physics'} --out {rel}`, in {fi['seconds']:.0f} s; its "
                   f"JSON and plots are in `{rel}/`.", ""] + body

@@ -27,7 +27,7 @@ import torch
 from model_runtime import cubature, elasticity, simulator
 from model_runtime.data.shapes import box_surface, grid_sheet
 from model_runtime.dynamics import DTYPE, LatentMap
-from model_runtime.mesh import is_closed, sample_surface, validate
+from model_runtime.mesh import bbox_diagonal, is_closed, sample_surface, validate
 from model_runtime.model import Decoder
 from model_runtime.potential import ElasticPotential
 from model_runtime.weights import load_model
@@ -41,7 +41,7 @@ def encode(model, decoder64, vertices, faces, pins):
     shape code."""
     mesh = validate(vertices, faces)
     center = (vertices.min(0) + vertices.max(0)) / 2
-    scale = float(np.linalg.norm(vertices.max(0) - vertices.min(0)))
+    scale = bbox_diagonal(vertices)
     pin_mask = np.zeros(len(vertices), np.float32)
     pin_mask[pins] = 1.0
     pts, face, bary = sample_surface(mesh, simulator.ENCODER_POINTS, np.random.default_rng(0))

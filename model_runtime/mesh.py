@@ -9,7 +9,6 @@ from .errors import MeshError, ParameterError
 MAX_VERTICES = 1_000_000
 
 
-
 @dataclass
 class Mesh:
     vertices: np.ndarray  # (V, 3) float64, metres
@@ -17,7 +16,12 @@ class Mesh:
 
     @property
     def diagonal(self) -> float:
-        return float(np.linalg.norm(self.vertices.max(0) - self.vertices.min(0)))
+        return bbox_diagonal(self.vertices)
+
+
+def bbox_diagonal(points: np.ndarray) -> float:
+    """Length of the diagonal of the axis-aligned bounding box of points (N, 3): the scale every size is measured in."""
+    return float(np.linalg.norm(np.ptp(np.asarray(points), axis=0)))
 
 
 def read_obj(path: str) -> Mesh:

@@ -382,7 +382,7 @@ def _stiffness_factor(enc: Encoding, p: SimParams, rest: torch.Tensor, mass: tor
     ~2% of Euler-Bernoulli, base-pinned blocks 20-40% of the reference's lean). A pinned solid is matched to the
     continuum itself (_continuum_factor); a free one, which has no static equilibrium to match, takes the weights'
     slenderness law, fitted to the continuum factors of pinned beams and blocks (_locking_factor,
-    model_runtime.calibrate), and so does a pinned one too thin for the continuum's lattice.
+    model_runtime.lab.calibrate), and so does a pinned one too thin for the continuum's lattice.
 
     Open surfaces: a cloth's real strain under its own weight is ~0.1%, while the decoder is isometric only to a few
     percent; at full membrane stiffness a pinned cotton sheet stayed flat. As with under-integrated shell elements,

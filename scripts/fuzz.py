@@ -22,8 +22,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from model_runtime.errors import NeuROKError  # noqa: E402
-from model_runtime.evaluate import bbox_diagonal  # noqa: E402
 from model_runtime.materials import MATERIALS  # noqa: E402
+from model_runtime.mesh import bbox_diagonal  # noqa: E402
 from model_runtime.params import make_params  # noqa: E402
 
 MESH_KINDS = ("grid", "box", "soup", "parts", "zero_area", "duplicates", "loose", "needle", "single", "empty",
@@ -222,7 +222,7 @@ def check_result(out, vertices, params) -> str | None:
         return f"shape {getattr(out, 'shape', None)} != {(frames + 1, len(v), 3)}"
     if not np.isfinite(out).all():
         return "non-finite positions"
-    size = float(np.linalg.norm(np.ptp(v, axis=0)))
+    size = bbox_diagonal(v)
     tol = 1e-6 * (float(np.abs(v).max()) + size) + 1e-12
     if np.abs(out[0] - v).max() > tol:
         return f"frame 0 differs from the rest shape by {np.abs(out[0] - v).max():.3g}"

@@ -9,11 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from model_runtime import evaluate as ev
-from model_runtime.cli import main
 from model_runtime.data import shapes
 from model_runtime.data.format import save_sequence
-from model_runtime.mesh import write_obj
+from model_runtime.lab.cli import main
+from model_runtime.lab.evaluate.checks import check_body
+from model_runtime.lab.evaluate.metrics import chamfer_l1, rigid_fall, rollout_metrics
+from model_runtime.lab.evaluate.rollouts import MESH_DIAGONAL, default_pins, normalize_mesh
+from model_runtime.mesh import Mesh, bbox_diagonal, write_obj
 from model_runtime.model import ModelConfig, NeuROK
 from model_runtime.params import make_params
 from model_runtime.weights import save_model
@@ -59,10 +61,10 @@ def tiny_data(tmp_path_factory):
 def test_chamfer_known_values():
     rng = np.random.default_rng(0)
     a = rng.normal(size=(200, 3))
-    assert ev.chamfer_l1(a, a) == 0.0
-    assert ev.chamfer_l1(np.zeros((1, 3)), np.array([[3.0, 4.0, 0.0]])) == pytest.approx(5.0)
+    assert chamfer_l1(a, a) == 0.0
+    assert chamfer_l1(np.zeros((1, 3)), np.array([[3.0, 4.0, 0.0]])) == pytest.approx(5.0)
     # Asymmetric case: P = {0}, Q = {0, 1 on x}: P->Q mean 0, Q->P mean 0.5, so CD = 0.25.
-    assert ev.chamfer_l1(np.zeros((1, 3)), np.array([[0.0, 0, 0], [1.0, 0, 0]])) == pytest.approx(0.25)
+    assert chamfer_l1(np.zeros((1, 3)), np.array([[0.0, 0, 0], [1.0, 0, 0]])) == pytest.approx(0.25)
 
 
 def test_rollout_metrics_known_answers():
@@ -70,8 +72,8 @@ def test_rollout_metrics_known_answers():
     ref = np.repeat(v[None], 5, 0).astype(np.float64)
     ref[1:, :, 2] -= 0.1 * np.arange(1, 5)[:, None]  # frame k moved down by 0.1 k
     p = make_params(frames=4, fps=24.0, pins=[0], num_vertices=len(v))
-    m = ev.rollout_metrics(ref, ref, p)
-    diag = ev.bbox_diagonal(v)
+    m = rollout_metrics(ref, ref, p)
+    diag = bbox_diagonal(v)
     assert m["model_error"] == 0.0
     assert m["rest_error"] == pytest.approx(np.mean(0.1 * np.arange(1, 5)) / diag)
     assert m["rigid_error"] == pytest.approx(m["rest_error"])  # pinned: rigid baseline holds still
@@ -84,7 +86,7 @@ def test_rigid_fall_baseline_is_exact_for_free_fall():
                     num_vertices=len(v))
     t = np.arange(11)[:, None, None] / 24.0
     ref = v[None] + t * np.array([0.5, 0, 0]) + 0.5 * t**2 * np.array([1.0, 0, -9.81])
-    m = ev.rollout_metrics(ref, ref, p)
+    m = rollout_metrics(ref, ref, p)
     assert m["rigid_error"] < 1e-12
     assert m["rest_error"] > 0.1
 
@@ -97,14 +99,14 @@ def test_rigid_fall_with_drag_matches_integration():
     for _ in range(int(round(1.0 / dt))):  # semi-implicit Euler of x'' = g - c x' to t = 1 s
         vel = vel + dt * (np.array([0, 0, -9.81]) - 2.0 * vel)
         x = x + dt * vel
-    assert np.allclose(ev.rigid_fall(v, p)[-1, 0], x, atol=1e-3)
+    assert np.allclose(rigid_fall(v, p)[-1, 0], x, atol=1e-3)
 
 
 def test_default_pins_and_normalization():
     v, f = shapes.grid_sheet(5, 5, 10.0, 10.0)  # flat in z = 0: pins along x instead
-    m = ev.normalize_mesh(ev.meshlib.Mesh(v * 100, f))
-    assert ev.bbox_diagonal(m.vertices) == pytest.approx(ev.MESH_DIAGONAL)
-    pins = ev.default_pins(m)
+    m = normalize_mesh(Mesh(v * 100, f))
+    assert bbox_diagonal(m.vertices) == pytest.approx(MESH_DIAGONAL)
+    pins = default_pins(m)
     assert len(pins) == round(0.1 * len(v)) and np.allclose(m.vertices[pins, 0], m.vertices[:, 0].min())
 
 
@@ -130,7 +132,7 @@ def test_evaluate_end_to_end(tmp_path, tiny_weights, tiny_data):
     fall = items["seq_000001"]
     assert fall["rigid_error"] < 1e-6 < fall["rest_error"]
     sheet = items["seq_000000"]
-    diag = ev.bbox_diagonal(shapes.grid_sheet(6, 4, 0.5, 0.3)[0])
+    diag = bbox_diagonal(shapes.grid_sheet(6, 4, 0.5, 0.3)[0])
     assert sheet["pin_error"] < 1e-4
     # Rest baseline = mean displacement / diagonal of the stored sequence.
     from model_runtime.data.format import load_sequence
@@ -151,7 +153,7 @@ def test_physics_checks_run(tiny_weights):
 
     sim = Simulator(str(tiny_weights))
     v, f = shapes.grid_sheet(6, 3, 0.5, 0.1)
-    r = ev.check_body(sim, v, f, "cloth", seconds=0.5, fps=24.0, check_seconds=0.25)
+    r = check_body(sim, v, f, "cloth", seconds=0.5, fps=24.0, check_seconds=0.25)
     assert np.isfinite(r["energy_drift"]) and r["pin_error"] < 1e-4
     assert len(r["energy_curve"]) == 13
     for key in ("drag", "gravity", "stiffness"):

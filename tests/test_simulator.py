@@ -280,9 +280,9 @@ def test_latent_map_derivatives_match_autograd(sim):
 def test_total_energy_is_conserved_without_drag_or_damping(sim, body):
     """Kinetic + elastic + gravitational energy of a pinned body released from rest, over 2 s with no drag and no
     damping, drifts less than 2% of its largest kinetic energy (the target for the model's dynamics)."""
-    from model_runtime.evaluate import _test_bodies, run_states
+    from model_runtime.lab.evaluate.checks import check_bodies, run_states
 
-    v, f, material = _test_bodies()[body]
+    v, f, material = check_bodies()[body]
     pins = np.nonzero(v[:, 0] <= v[:, 0].min() + 1e-9)[0]
     p = make_params(frames=48, fps=FPS, material=material, pins=pins, num_vertices=len(v), drag=0.0, damping=0.0)
     _, energy = run_states(sim, v, f, p)
@@ -313,7 +313,7 @@ def test_recalibrating_the_shipped_weights_reproduces_their_slenderness_law(tmp_
     simulator that moves the continuum factors shows up here, and the weights must then be recalibrated."""
     import shutil
 
-    from model_runtime.calibrate import calibrate
+    from model_runtime.lab.calibrate import calibrate
     from model_runtime.weights import default_weights_path, load_model
 
     copy = tmp_path / "neurok.safetensors"

@@ -8,7 +8,7 @@ import torch
 
 from model_runtime.data.format import save_sequence
 from model_runtime.data.shapes import grid_sheet
-from model_runtime.train import kabsch, load_config, pick_device, train
+from model_runtime.lab.train import kabsch, load_config, pick_device, train
 from model_runtime.weights import load_model, read_info, save_model
 
 CONFIG = "configs/train_tiny.json"
@@ -114,7 +114,7 @@ def test_torchrun_trains_with_two_processes(tiny_config, tmp_path):
 
 
 def test_surface_slopes_of_an_affine_displacement_are_its_matrix_along_the_tangent():
-    from model_runtime.train import surface_slopes
+    from model_runtime.lab.train import surface_slopes
 
     rng = np.random.default_rng(0)
     corners = rng.normal(size=(50, 3, 3))

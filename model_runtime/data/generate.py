@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import SimulationError
 from ..mesh import edge_strain
-from ..progress import ProgressBar
+from ..lab.progress import ProgressBar
 from .format import save_sequence, sequence_name, split_for_shape
 from .scenes import DEFAULT_CONFIG, sample_scene
 

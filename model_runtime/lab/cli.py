@@ -11,10 +11,10 @@ import sys
 
 import numpy as np
 
-from .errors import Cancelled, MeshError, ParameterError, SimulationError, WeightsError
-from .materials import MATERIALS
-from .mesh import read_obj
-from .params import OPTIONS, SimParams, make_params
+from ..errors import Cancelled, MeshError, ParameterError, SimulationError, WeightsError
+from ..materials import MATERIALS
+from ..mesh import read_obj
+from ..params import OPTIONS, SimParams, make_params
 from .progress import ProgressBar
 
 
@@ -54,11 +54,11 @@ def _run_physics(args: argparse.Namespace, engine: str) -> int:
     params = params_from_args(args, len(mesh.vertices))
     bar = ProgressBar(engine)
     if engine == "simulate":
-        from .simulator import DEFAULT_METHOD, Simulator
+        from ..simulator import DEFAULT_METHOD, Simulator
         positions = Simulator(args.weights).simulate(mesh.vertices, mesh.faces, params, bar.update,
                                                      method=args.method or DEFAULT_METHOD)
     else:
-        from .data.reference import simulate_reference
+        from ..data.reference import simulate_reference
         positions = simulate_reference(mesh.vertices, mesh.faces, params, progress=bar.update)
     bar.close()
     np.savez(args.out, positions=np.asarray(positions, np.float32), fps=np.float32(params.fps))
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("simulate", "reference"):
             return _run_physics(args, args.command)
         if args.command == "data":
-            from .data import commands
+            from ..data import commands
             return commands.run(args)
         if args.command == "train":
             from .train import train

@@ -24,9 +24,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .model import ModelConfig, NeuROK
+from ..model import ModelConfig, NeuROK
+from ..weights import load_model, read_info, save_model
 from .progress import ProgressBar
-from .weights import load_model, read_info, save_model
 
 DEFAULTS = {
     "data": "data/neurok-v1",
@@ -112,7 +112,7 @@ def prepare(seq: dict) -> Shape:
 
 
 def load_shapes(root: str, split: str, limit: int | None = None) -> list[Shape]:
-    from .data.format import list_sequences, load_sequence
+    from ..data.format import list_sequences, load_sequence
 
     paths = list_sequences(root, split)[:limit]
     return [prepare(load_sequence(p)) for p in paths]
