@@ -41,6 +41,8 @@ def test_built_zip_contents(extension_zip):
     assert "model_runtime/worker.py" in names and "model_runtime/protocol.py" in names
     assert not tops & {"tests", ".ci", "data", ".git", ".venv", "scripts", "runs", "out"}
     assert not any("__pycache__" in n for n in names)
+    assert not [n for n in names if n.startswith("model_runtime/lab/")]  # the lab stays out of the artist's zip
+    assert "model_runtime/__main__.py" not in names  # its command line is the lab's
 
 
 def test_runtime_requirements_match_pyproject():
