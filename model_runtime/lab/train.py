@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from ..mesh import Mesh, bbox_diagonal, face_areas
 from ..model import ModelConfig, NeuROK
 from ..weights import load_model, read_info, save_model
 from .progress import ProgressBar
@@ -95,8 +96,7 @@ def kabsch(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def prepare(seq: dict) -> Shape:
     rest = seq["rest"].astype(np.float64)
-    lo, hi = rest.min(0), rest.max(0)
-    center, scale = (lo + hi) / 2, np.linalg.norm(hi - lo)
+    center, scale = (rest.min(0) + rest.max(0)) / 2, bbox_diagonal(rest)
     pin = seq["pin_mask"].astype(np.float32)
     frames = seq["positions"][1:].astype(np.float64)
     if not pin.any():
@@ -105,8 +105,7 @@ def prepare(seq: dict) -> Shape:
             R, t = kabsch(x, rest)
             aligned.append(x @ R.T + t)
         frames = np.stack(aligned)
-    a, b, c = (rest[seq["faces"][:, k]] for k in range(3))
-    area = 0.5 * np.linalg.norm(np.cross(b - a, c - a), axis=1)
+    area = face_areas(Mesh(rest, seq["faces"]))
     return Shape(rest=((rest - center) / scale).astype(np.float32), faces=seq["faces"].astype(np.int64),
                  face_cdf=np.cumsum(area) / area.sum(), pin=pin, disp=((frames - rest) / scale).astype(np.float32))
 
