@@ -16,8 +16,8 @@ import time
 import numpy as np
 
 from model_runtime import statics
-from model_runtime.data import shapes
-from model_runtime.data.reference import simulate_reference
+from model_runtime.lab.data import shapes
+from model_runtime.lab.data.reference import simulate_reference
 from model_runtime.mesh import validate
 from model_runtime.params import make_params
 from model_runtime.simulator import Simulator

@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from model_runtime import cubature, elasticity, simulator
-from model_runtime.data.shapes import box_surface, grid_sheet
 from model_runtime.dynamics import DTYPE, LatentMap
+from model_runtime.lab.data.shapes import box_surface, grid_sheet
 from model_runtime.mesh import bbox_diagonal, is_closed, sample_surface, validate
 from model_runtime.model import Decoder
 from model_runtime.potential import ElasticPotential

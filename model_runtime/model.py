@@ -184,7 +184,7 @@ class NeuROK(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        # Physical calibration of the elastic energy for these weights (see model_runtime.lab.calibrate); saved with them.
+        # The elastic energy's calibration to these weights (model_runtime.lab.calibrate), saved with them.
         self.calibration: dict[str, float] = {}
         self.prior = PriorEncoder(cfg)
         self.posterior = PosteriorEncoder(cfg)

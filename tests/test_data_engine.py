@@ -13,19 +13,19 @@ pytestmark = pytest.mark.newton
 
 
 def _sheet():
-    from model_runtime.data.shapes import grid_sheet
+    from model_runtime.lab.data.shapes import grid_sheet
 
     return grid_sheet(6, 6, 0.5, 0.5)
 
 
 def _box():
-    from model_runtime.data.shapes import box_surface
+    from model_runtime.lab.data.shapes import box_surface
 
     return box_surface((2, 2, 2), (0.2, 0.2, 0.2))
 
 
 def _run(v, f, **kw):
-    from model_runtime.data.reference import simulate_reference
+    from model_runtime.lab.data.reference import simulate_reference
 
     return simulate_reference(v, f, make_params(num_vertices=len(v), **kw))
 
@@ -93,7 +93,7 @@ def test_non_manifold_open_mesh_runs_as_cloth():
 
 
 def test_closed_mesh_keeps_its_surface_vertices_first():
-    from model_runtime.data.reference import tetrahedralize
+    from model_runtime.lab.data.reference import tetrahedralize
     from model_runtime.mesh import validate
 
     v, f = _box()
@@ -104,7 +104,7 @@ def test_closed_mesh_keeps_its_surface_vertices_first():
 
 
 def test_format_round_trip_and_shape_wise_splits(tmp_path):
-    from model_runtime.data.format import list_sequences, load_sequence, save_sequence, split_for_shape
+    from model_runtime.lab.data.format import list_sequences, load_sequence, save_sequence, split_for_shape
 
     v, f = _sheet()
     pos = np.repeat(v[None].astype(np.float32), 3, axis=0)
@@ -130,8 +130,8 @@ TINY = {"frames": 4, "resolution_scale": 0.1}
 
 
 def test_generate_is_deterministic_and_resumable(tmp_path):
-    from model_runtime.data.format import list_sequences, load_sequence
-    from model_runtime.data.generate import generate
+    from model_runtime.lab.data.format import list_sequences, load_sequence
+    from model_runtime.lab.data.generate import generate
 
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     sa = generate(a, 3, seed=7, config=TINY, show_progress=False)
@@ -148,9 +148,9 @@ def test_generate_is_deterministic_and_resumable(tmp_path):
 
 
 def test_generate_one_split_makes_exactly_the_full_runs_files_of_that_split(tmp_path):
-    from model_runtime.data.format import load_sequence, split_for_shape
-    from model_runtime.data.generate import generate
-    from model_runtime.data.scenes import DEFAULT_CONFIG, sample_scene
+    from model_runtime.lab.data.format import load_sequence, split_for_shape
+    from model_runtime.lab.data.generate import generate
+    from model_runtime.lab.data.scenes import DEFAULT_CONFIG, sample_scene
 
     count, seed = 40, 1  # seed 1: shapes 4, 15 and 39 of these 40 fall in the test split
     # No cut-outs: they read ../shared/meshes, which a clean clone elsewhere does not have.
@@ -173,8 +173,8 @@ def test_generate_one_split_makes_exactly_the_full_runs_files_of_that_split(tmp_
 
 
 def test_generate_rejects_blown_up_sequences(tmp_path):
-    from model_runtime.data.format import list_sequences
-    from model_runtime.data.generate import generate
+    from model_runtime.lab.data.format import list_sequences
+    from model_runtime.lab.data.generate import generate
 
     cfg = {"frames": 12, "resolution_scale": 0.1, "family_weights": {"cloth": 1.0}, "stiffness_scale": 1e-5}
     stats = generate(str(tmp_path), 2, seed=3, config=cfg, show_progress=False)
@@ -184,7 +184,7 @@ def test_generate_rejects_blown_up_sequences(tmp_path):
 
 
 def test_zero_weight_families_and_set_ups_draw_nothing_so_v1_regenerates():
-    from model_runtime.data.scenes import DEFAULT_CONFIG, sample_scene
+    from model_runtime.lab.data.scenes import DEFAULT_CONFIG, sample_scene
 
     # No cut-outs (they read ../shared/meshes, which a clean clone elsewhere does not have) and no real solids.
     with_zeros = {**DEFAULT_CONFIG, "family_weights": {"cloth": 0.3, "soft": 0.35, "beam": 0.25, "real": 0.0}}
@@ -199,13 +199,13 @@ def test_zero_weight_families_and_set_ups_draw_nothing_so_v1_regenerates():
 def test_ground_drops_are_sampled_and_a_dropped_sheet_lands_on_the_ground():
     import json
 
-    from model_runtime.data.scenes import DEFAULT_CONFIG, sample_scene
+    from model_runtime.lab.data.scenes import DEFAULT_CONFIG, sample_scene
     from model_runtime.params import make_params
 
     cfg = {**DEFAULT_CONFIG, **json.load(open("configs/data-v1.1.json")), "family_weights": {"cloth": 1.0}}
     drops = [s for s in (sample_scene(1, i, cfg) for i in range(40)) if s.variant == "ground"]
     assert drops and all(s.params.ground < s.vertices[:, 2].min() and not len(s.params.pins) for s in drops)
-    from model_runtime.data.reference import simulate_reference
+    from model_runtime.lab.data.reference import simulate_reference
 
     v, f = _sheet()
     params = make_params(num_vertices=len(v), frames=24, material="cloth", ground=-0.1)
@@ -218,8 +218,8 @@ def test_ground_drops_are_sampled_and_a_dropped_sheet_lands_on_the_ground():
                     reason="needs ../shared/meshes next to the repository")
 @pytest.mark.parametrize("name", ["cheburashka", "fandisk"])
 def test_real_solids_decimate_to_closed_meshes_of_the_asked_size(name):
-    from model_runtime.data.reference import tetrahedralize
-    from model_runtime.data.shapes import decimated_solid
+    from model_runtime.lab.data.reference import tetrahedralize
+    from model_runtime.lab.data.shapes import decimated_solid
     from model_runtime.mesh import is_closed, validate
 
     for target in (500, 1500, 3000):
@@ -233,8 +233,8 @@ def test_real_solids_decimate_to_closed_meshes_of_the_asked_size(name):
 
 @pytest.mark.parametrize("travel", [0.0, 5.0])
 def test_preview_draws_a_sequence_held_still_or_thrown(tmp_path, travel):
-    from model_runtime.data.format import save_sequence
-    from model_runtime.data.preview import preview
+    from model_runtime.lab.data.format import save_sequence
+    from model_runtime.lab.data.preview import preview
 
     v, f = _box()
     shift = np.linspace(0, travel, 5)[:, None, None] * np.array([1.0, 0.0, 0.0])

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from model_runtime.data.scenes import DEFAULT_CONFIG, principal_extent, sample_scene
+from model_runtime.lab.data.scenes import DEFAULT_CONFIG, principal_extent, sample_scene
 
 SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "meshes")
 V2 = {**DEFAULT_CONFIG, **json.load(open(os.path.join(os.path.dirname(__file__), "..", "configs", "data-v2.json")))}
@@ -81,8 +81,8 @@ def test_v2_soft_bodies_strain_visibly_and_its_beams_are_stubbier_and_softer_tha
 
 
 def test_the_solver_option_picks_the_simulator_settings(monkeypatch, tmp_path):
-    from model_runtime.data import generate as G
-    from model_runtime.data import reference
+    from model_runtime.lab.data import generate as G
+    from model_runtime.lab.data import reference
 
     seen = []
     real = reference.simulate_reference
@@ -100,9 +100,9 @@ def test_the_solver_option_picks_the_simulator_settings(monkeypatch, tmp_path):
 
 
 def test_generation_on_the_reference_resumes_where_it_stopped(tmp_path):
-    from model_runtime.data.format import list_sequences, load_sequence
-    from model_runtime.data.generate import generate
-    from model_runtime.data.newton_engine import _init_warp
+    from model_runtime.lab.data.format import list_sequences, load_sequence
+    from model_runtime.lab.data.generate import generate
+    from model_runtime.lab.data.newton_engine import _init_warp
 
     _init_warp()  # with the usual kernel cache: generate would point a fresh one into tmp_path and recompile
     # Cloth only, tiny: a solid's lattice costs seconds whatever its surface's resolution.

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from model_runtime.data import shapes
-from model_runtime.data.format import save_sequence
 from model_runtime.lab.cli import main
+from model_runtime.lab.data import shapes
+from model_runtime.lab.data.format import save_sequence
 from model_runtime.lab.evaluate.checks import check_body
 from model_runtime.lab.evaluate.metrics import chamfer_l1, rigid_fall, rollout_metrics
 from model_runtime.lab.evaluate.rollouts import MESH_DIAGONAL, default_pins, normalize_mesh
@@ -135,7 +135,7 @@ def test_evaluate_end_to_end(tmp_path, tiny_weights, tiny_data):
     diag = bbox_diagonal(shapes.grid_sheet(6, 4, 0.5, 0.3)[0])
     assert sheet["pin_error"] < 1e-4
     # Rest baseline = mean displacement / diagonal of the stored sequence.
-    from model_runtime.data.format import load_sequence
+    from model_runtime.lab.data.format import load_sequence
     seq = load_sequence(str(tiny_data / "seq_000000.npz"))
     disp = np.linalg.norm(seq["positions"][1:] - seq["positions"][0], axis=-1).mean()
     assert sheet["rest_error"] == pytest.approx(disp / diag, rel=1e-5)

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from model_runtime.data.shapes import grid_sheet
 from model_runtime.errors import ParameterError
+from model_runtime.lab.data.shapes import grid_sheet
 from model_runtime.params import make_params
 from model_runtime.simulator import Simulator
 

@@ -1,6 +1,8 @@
 """The extension manifest and package: Blender's own validation and build, plus the fields the issues require."""
 
 import re
+import subprocess
+import sys
 import tomllib
 import zipfile
 from pathlib import Path
@@ -43,6 +45,23 @@ def test_built_zip_contents(extension_zip):
     assert not any("__pycache__" in n for n in names)
     assert not [n for n in names if n.startswith("model_runtime/lab/")]  # the lab stays out of the artist's zip
     assert "model_runtime/__main__.py" not in names  # its command line is the lab's
+
+
+def test_every_shipped_module_imports_from_the_zip(extension_zip, tmp_path):
+    """Nothing the zip carries imports the lab it leaves out: each model_runtime module imports from the unpacked
+    zip alone (an editable install can still reach the checkout's lab, so no module may come from elsewhere)."""
+    zipfile.ZipFile(extension_zip).extractall(tmp_path)
+    modules = sorted(str(p.relative_to(tmp_path).with_suffix("")).replace("/", ".").removesuffix(".__init__")
+                     for p in (tmp_path / "model_runtime").rglob("*.py"))
+    code = ("import importlib, sys\n"
+            "for name in sys.argv[1:]:\n"
+            "    importlib.import_module(name)\n"
+            "strays = [n for n, m in sys.modules.items() if n.startswith('model_runtime')\n"
+            "          and not (getattr(m, '__file__', None) or '').startswith(sys.path[0])]\n"
+            "assert not strays, strays\n")
+    proc = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n" + code,
+                           *modules], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_runtime_requirements_match_pyproject():

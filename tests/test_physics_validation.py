@@ -8,11 +8,11 @@ import mujoco
 import numpy as np
 import pytest
 
-from model_runtime.data import mujoco_engine as M
-from model_runtime.data import validate as V
-from model_runtime.data.implicit_fem import simulate_solid
-from model_runtime.data.reference import REFERENCE, build_cage, simulate_reference
-from model_runtime.data.shapes import box_surface
+from model_runtime.lab.data import mujoco_engine as M
+from model_runtime.lab.data import validate as V
+from model_runtime.lab.data.implicit_fem import simulate_solid
+from model_runtime.lab.data.reference import REFERENCE, build_cage, simulate_reference
+from model_runtime.lab.data.shapes import box_surface
 from model_runtime.params import make_params
 
 pytestmark = pytest.mark.newton
@@ -129,7 +129,7 @@ def test_a_solid_dropped_on_the_ground_rests_on_it():
 
 def test_a_damped_solid_settles_to_the_sag_the_undamped_one_oscillates_about():
     # Rayleigh damping (implicit, with the stiffness at each step's start); a coarse lattice keeps it quick.
-    v, f = V.box_mesh((0.4, 0.08, 0.08), (5, 1, 1))
+    v, f = V.cantilever_box((0.4, 0.08, 0.08), (5, 1, 1))
     pins = np.nonzero(v[:, 0] <= 1e-9)[0]
     coarse = replace(REFERENCE, lattice_cells=80, min_cells_across=1)
     tip = np.nonzero(v[:, 0] >= 0.4 - 1e-9)[0]
@@ -177,11 +177,11 @@ def test_catenary_helper():
 
 
 def test_the_lattice_resolves_a_slender_body_across_its_thickness_within_a_budget():
-    from model_runtime.data.reference import lattice_cell
+    from model_runtime.lab.data.reference import lattice_cell
 
     rng = np.random.default_rng(0)
     for length, thick in ((1.0, 0.1), (0.6, 0.05)):
-        v, _ = V.box_mesh((length, thick, thick), (10, 2, 2))
+        v, _ = V.cantilever_box((length, thick, thick), (10, 2, 2))
         q = np.linalg.qr(rng.normal(size=(3, 3)))[0]  # any orientation
         cell = lattice_cell(v @ q.T, length * thick**2, REFERENCE)
         assert np.ceil(thick / cell - 1e-6) >= REFERENCE.min_cells_across

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from model_runtime import cubature, elasticity
-from model_runtime.data.shapes import box_surface, grid_sheet
+from model_runtime.lab.data.shapes import box_surface, grid_sheet
 from model_runtime.mesh import enclosed_volume, validate
 from model_runtime.potential import ElasticPotential
 

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from model_runtime import elasticity
-from model_runtime.data.implicit_fem import simulate_solid
-from model_runtime.data.reference import REFERENCE, build_cage, simulate_reference
-from model_runtime.data.shapes import box_surface
-from model_runtime.data.winding import enclosed_by_winding, winding_numbers
+from model_runtime.lab.data.implicit_fem import simulate_solid
+from model_runtime.lab.data.reference import REFERENCE, build_cage, simulate_reference
+from model_runtime.lab.data.shapes import box_surface
+from model_runtime.lab.data.winding import enclosed_by_winding, winding_numbers
 from model_runtime.mesh import Mesh
 from model_runtime.params import make_params
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from model_runtime.data.shapes import box_surface, grid_sheet
+from model_runtime.lab.data.shapes import box_surface, grid_sheet
 from model_runtime.params import make_params
 from model_runtime.simulator import Simulator
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from model_runtime import simulate
-from model_runtime.data.shapes import grid_sheet
 from model_runtime.errors import MeshError, ParameterError
+from model_runtime.lab.data.shapes import grid_sheet
 from model_runtime.mesh import edge_strain, read_obj, validate
 from model_runtime.params import make_params
 from model_runtime.simulator import DEFAULT_METHOD, FIXED_STEP_METHODS, Simulator, build_body, integrate
@@ -113,9 +113,9 @@ def _stiff_block_swing(sim, fps: float, frames: int, drag: float = 0.0) -> np.nd
     """Mean vertex displacement per frame of a 1e7 Pa block pinned at its base and pushed sideways at 5 cm/s, without
     gravity: at 24 fps all its modes are faster than the frame rate can show and are slowed by mass scaling; at
     1000 fps none is."""
-    from model_runtime.data.validate import box_mesh
+    from model_runtime.lab.data.shapes import cantilever_box
 
-    v, f = box_mesh((0.2, 0.2, 0.4), (3, 3, 6))
+    v, f = cantilever_box((0.2, 0.2, 0.4), (3, 3, 6))
     p = make_params(frames=frames, fps=fps, num_vertices=len(v), material="jelly", stiffness=1e7, density=1000.0,
                     gravity=(0, 0, 0), drag=drag, damping=0.0, pins=np.nonzero(v[:, 2] <= v[:, 2].min() + 1e-9)[0],
                     initial_velocity=(0.05, 0.0, 0.0))
@@ -212,14 +212,14 @@ def test_a_pinned_solid_settles_to_the_continuum_mean_sag(sim, case):
     mean sag along gravity is the continuum's. Before, with a slenderness law fitted to cantilever tips, the block
     leaned 0.18x the reference and the bar on its underside needed a special case not to come out 15x too soft."""
     from model_runtime import statics
-    from model_runtime.data.validate import box_mesh
+    from model_runtime.lab.data.shapes import cantilever_box
 
     # Stiffnesses keep the sags at ~1% of the size, where the response is linear.
     if case == "block under sideways gravity":
-        v, f = box_mesh((0.2, 0.2, 0.4), (3, 3, 6))  # base at z = -0.2
+        v, f = cantilever_box((0.2, 0.2, 0.4), (3, 3, 6))  # base at z = -0.2
         pins, gravity, stiffness = np.nonzero(v[:, 2] <= v[:, 2].min() + 1e-9)[0], (9.81, 0.0, 0.0), 1e6
     else:
-        v, f = box_mesh((1.0, 0.1, 0.1), (20, 2, 2))
+        v, f = cantilever_box((1.0, 0.1, 0.1), (20, 2, 2))
         held = v[:, 0] <= 1e-9 if case == "clamped cantilever" else v[:, 2] <= v[:, 2].min() + 1e-9
         pins, gravity, stiffness = np.nonzero(held)[0], (0.0, 0.0, -9.81), 3e8 if case == "clamped cantilever" else 1e5
     mass = 1000.0 * float(np.prod(v.max(0) - v.min(0)))
@@ -240,16 +240,16 @@ def test_a_free_solids_slenderness_law_leaves_axial_loading_alone(sim):
     a cube, whose long axis is arbitrary, gets the correction whatever the direction of gravity."""
     import torch
 
-    from model_runtime.data.validate import box_mesh
+    from model_runtime.lab.data.shapes import cantilever_box
     from model_runtime.simulator import _locking_factor
 
-    v, f = box_mesh((1.0, 0.1, 0.1), (20, 2, 2))
+    v, f = cantilever_box((1.0, 0.1, 0.1), (20, 2, 2))
     enc = sim.encode(validate(v, f), np.zeros(0, np.int64))
     rest = torch.as_tensor(enc.queries - enc.queries.mean(0))
     locking = {"coefficient": 0.25, "exponent": 0.75}
     assert _locking_factor(rest, (-9.81, 0, 0), locking) == pytest.approx(1.0, rel=0.1)
     assert _locking_factor(rest, (0, 0, -9.81), locking) < 0.1
-    v, f = box_mesh((0.2, 0.2, 0.2), (3, 3, 3))
+    v, f = cantilever_box((0.2, 0.2, 0.2), (3, 3, 3))
     enc = sim.encode(validate(v, f), np.zeros(0, np.int64))
     rest = torch.as_tensor(enc.queries - enc.queries.mean(0))
     factors = [_locking_factor(rest, g, locking) for g in np.eye(3)]
@@ -295,7 +295,7 @@ def test_total_energy_is_conserved_without_drag_or_damping(sim, body):
 def test_a_pinned_solid_too_thin_for_the_continuum_lattice_falls_back_to_the_slenderness_law(sim):
     import torch
 
-    from model_runtime.data.shapes import box_surface
+    from model_runtime.lab.data.shapes import box_surface
     from model_runtime.simulator import _locking_factor
 
     v, f = box_surface((10, 10, 1), (1.0, 1.0, 0.004))

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from model_runtime.data.format import save_sequence
-from model_runtime.data.shapes import grid_sheet
+from model_runtime.lab.data.format import save_sequence
+from model_runtime.lab.data.shapes import grid_sheet
 from model_runtime.lab.train import kabsch, load_config, pick_device, train
 from model_runtime.weights import load_model, read_info, save_model
 

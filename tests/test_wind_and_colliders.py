@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from model_runtime.contact import Collider, make_colliders
-from model_runtime.data.shapes import grid_sheet
 from model_runtime.errors import ParameterError
+from model_runtime.lab.data.shapes import grid_sheet
 from model_runtime.mesh import read_obj
 from model_runtime.params import make_params
 from model_runtime.simulator import Simulator

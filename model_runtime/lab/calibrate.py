@@ -18,6 +18,7 @@ from ..mesh import validate
 from ..params import make_params
 from ..simulator import Simulator, bending_shape, build_body
 from ..weights import default_weights_path, load_model, read_info, save_model
+from .data.shapes import box_surface, cantilever_box
 
 RHO, G = 1000.0, 9.81
 # (length, side, Young's modulus, cells): slender to stubby (L/a 4..15) so the slenderness law is fitted, not
@@ -29,9 +30,7 @@ COLUMNS = [((0.5, 0.5, 0.5), 5e4), ((0.3, 0.3, 0.9), 1e5), ((0.6, 0.6, 0.3), 2e4
 
 
 def _cantilever(length, side, young, cells):
-    from ..data.validate import box_mesh
-
-    v, f = box_mesh((length, side, side), cells)
+    v, f = cantilever_box((length, side, side), cells)
     pins = np.nonzero(v[:, 0] <= 1e-9)[0]
     p = make_params(frames=72, fps=24, num_vertices=len(v), material="elastic_beam", stiffness=young,
                     density=RHO, drag=3.0, pins=pins)
@@ -72,8 +71,6 @@ def cantilever_ratios(sim: Simulator, cases=CANTILEVERS) -> list[dict]:
 def column_ratios(sim: Simulator) -> list[dict]:
     """Columns clamped at the base, shortening under their own weight, against rho g h^2 / (2 E) (a check of the
     axial response; the formula ignores Poisson and the base clamp)."""
-    from ..data.shapes import box_surface
-
     rows = []
     for size, young in COLUMNS:
         v, f = box_surface(tuple(max(2, round(s / 0.05)) for s in size), size)

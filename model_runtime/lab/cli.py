@@ -58,7 +58,7 @@ def _run_physics(args: argparse.Namespace, engine: str) -> int:
         positions = Simulator(args.weights).simulate(mesh.vertices, mesh.faces, params, bar.update,
                                                      method=args.method or DEFAULT_METHOD)
     else:
-        from ..data.reference import simulate_reference
+        from .data.reference import simulate_reference
         positions = simulate_reference(mesh.vertices, mesh.faces, params, progress=bar.update)
     bar.close()
     np.savez(args.out, positions=np.asarray(positions, np.float32), fps=np.float32(params.fps))
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("simulate", "reference"):
             return _run_physics(args, args.command)
         if args.command == "data":
-            from ..data import commands
+            from .data import commands
             return commands.run(args)
         if args.command == "train":
             from .train import train

@@ -111,7 +111,7 @@ def prepare(seq: dict) -> Shape:
 
 
 def load_shapes(root: str, split: str, limit: int | None = None) -> list[Shape]:
-    from ..data.format import list_sequences, load_sequence
+    from .data.format import list_sequences, load_sequence
 
     paths = list_sequences(root, split)[:limit]
     return [prepare(load_sequence(p)) for p in paths]

@@ -68,8 +68,8 @@ def evaluate(weights: str | None, data: str | None, meshes: str | None, out: str
              split: str = "test", log=print) -> dict:
     """The report of the module docstring. ``split`` chooses the dataset's sequences: "test" (held out from the
     training data), or "all" for a dataset the weights were not trained on at all."""
-    from ...data.format import list_sequences, load_sequence
     from ...simulator import Simulator
+    from ..data.format import list_sequences, load_sequence
 
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -131,7 +131,7 @@ def evaluate(weights: str | None, data: str | None, meshes: str | None, out: str
         plot_error_curves(rollouts, out_dir / "error_test.png", f"{split} split: rollout error vs reference")
 
     if meshes:
-        from ...data.reference import simulate_reference
+        from ..data.reference import simulate_reference
 
         files = sorted(Path(meshes).glob("*.obj"))[:limit]
         items = []

@@ -7,10 +7,10 @@ import numpy as np
 import torch
 
 from ... import mesh as meshlib
-from ...data import shapes
 from ...dynamics import Dynamics
 from ...params import SimParams, make_params
 from ...simulator import DEFAULT_METHOD, build_body, decode_frames, integrate
+from ..data import shapes
 from .metrics import pin_error
 
 SETTLE_DRAG = 4.0  # 1/s: settles a swing to a few percent within the 2 s of a sag check

@@ -14,9 +14,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..errors import Cancelled, SimulationError
-from ..params import SimParams
-from .newton_engine import fill_loose_masses, lumped_triangle_masses, membrane_moduli
+from ... import elasticity
+from ...errors import Cancelled, SimulationError
+from ...mesh import bbox_diagonal
+from ...params import SimParams
+from .elements import fill_loose_masses, lumped_triangle_masses
 
 # Two integrators:
 # - MuJoCo's Euler, semi-implicit (symplectic) for elastic forces and implicit for joint damping (our drag). It
@@ -127,7 +129,7 @@ def cloth_energy(rest: np.ndarray, faces: np.ndarray, positions: np.ndarray, par
     rest = np.asarray(rest, np.float64)
     faces = np.asarray(faces, np.int64)
     x = np.asarray(positions, np.float64)
-    mu_s, lam_s = membrane_moduli(params)
+    mu_s, lam_s = elasticity.plane_stress_moduli(params.stiffness, params.poisson, params.thickness)
     a, b, c = (rest[faces[:, k]] for k in range(3))
     e1, e2 = b - a, c - a
     u = e1 / np.linalg.norm(e1, axis=1, keepdims=True)
@@ -231,7 +233,7 @@ def _run(x0, elements, params, mass, pinned, steps, integrator, progress, should
     out = np.empty((params.frames + 1, n, 3), np.float32)
     out[0] = x0
     failed = [int(mujoco.mjtWarning.mjWARN_BADQACC), int(mujoco.mjtWarning.mjWARN_INERTIA)]
-    limit = 10.0 * float(np.linalg.norm(np.ptp(x0, 0)))  # a node this far from where it started has blown up
+    limit = 10.0 * bbox_diagonal(x0)  # a node this far from where it started has blown up
     for frame in range(1, params.frames + 1):
         if should_cancel is not None and should_cancel():
             raise Cancelled("the reference simulation was cancelled")

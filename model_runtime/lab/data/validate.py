@@ -10,12 +10,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..params import make_params
+from ...mesh import bbox_diagonal
+from ...params import make_params
+from .elements import lumped_triangle_masses
 from .implicit_fem import STEP_RATE, TetElasticity, node_masses, simulate_solid
 from .mujoco_engine import CFL, CLOTH_DAMPED_STEP_RATE, choose_cloth_integrator, cloth_energy, simulate_cloth
-from .newton_engine import lumped_triangle_masses
 from .reference import REFERENCE, SolverSettings, build_cage, lattice_cell, simulate_reference
-from .shapes import box_surface, grid_sheet
+from .shapes import cantilever_box, grid_sheet
 
 G = 9.81
 SOLID_PRESETS = ("rubber", "jelly", "elastic_beam")  # the material presets meant for solids (the others are cloth)
@@ -42,19 +43,13 @@ class Check:
         return bool(np.isfinite(self.measured)) and self.error <= self.tolerance
 
 
-def box_mesh(size, divisions) -> tuple[np.ndarray, np.ndarray]:
-    """A closed, outward-oriented triangulated box [0, sx] x [-sy/2, sy/2] x [-sz/2, sz/2] (clamped at x = 0)."""
-    v, f = box_surface(tuple(divisions), tuple(size))
-    return v + [size[0] / 2, 0.0, 0.0], f
-
-
 def _run(v, f, settings, **kw):
     params = make_params(num_vertices=len(v), **kw)
     return simulate_reference(v, f, params, settings=settings), params
 
 
 def free_fall(settings, drag: float) -> Check:
-    v, f = box_mesh((0.1, 0.1, 0.1), (2, 2, 2))
+    v, f = cantilever_box((0.1, 0.1, 0.1), (2, 2, 2))
     t_end, fps = 1.0, 24
     # Jelly: the motion is rigid whatever the material, and a softer one takes fewer explicit steps.
     pos, _ = _run(v, f, settings, frames=int(t_end * fps), fps=fps, drag=drag, material="jelly", damping=0.0)
@@ -103,7 +98,7 @@ def cantilever(settings, length, thick, stiffness, density, per_thickness=None, 
     if seconds is None:
         seconds = 3.0 / beam_theory(length, thick, stiffness, density)[1]
     across = per_thickness or surface_across
-    v, f = box_mesh((length, thick, thick), (round(across * length / thick), across, across))
+    v, f = cantilever_box((length, thick, thick), (round(across * length / thick), across, across))
     pins = np.nonzero(v[:, 0] <= 1e-9)[0]
     s = replace(settings, embedded=True, cell=settings.cell if per_thickness is None else thick / per_thickness)
     # build_cage fits a whole number of cubes across, rounding the cell down to fit
@@ -153,7 +148,7 @@ def cloth_strip(settings, length=1.0, span=0.8, width=0.04, segments=40) -> tupl
     pos, _ = _run(v, np.array(f), settings, frames=72, fps=24, material="cloth", drag=4.0, pins=pins)
     sag = -float(pos[-1, :, 2].min())
     return Check(f"cloth strip L={length:g} m, span {span:g} m: mid sag vs catenary", sag, catenary_sag(length, span),
-                 0.05, "m", note="ends pinned, settled with drag"), float(np.linalg.norm(v.max(0) - v.min(0)))
+                 0.05, "m", note="ends pinned, settled with drag"), bbox_diagonal(v)
 
 
 def solid_energy(seconds: float, fps: float, material: str | None = None, steps_per_frame: int | None = None,
@@ -163,7 +158,7 @@ def solid_energy(seconds: float, fps: float, material: str | None = None, steps_
     Neo-Hookean energy its forces derive from) and the largest kinetic energy (J). ``steps_per_frame``: the
     solver's default (implicit_fem.STEP_RATE) unless given."""
     length, thick, res = 1.0, 0.1, 3
-    v, f = box_mesh((length, thick, thick), (round(res * length / thick), res, res))
+    v, f = cantilever_box((length, thick, thick), (round(res * length / thick), res, res))
     nodes, tets, fill, volume, _, _ = build_cage(v, v, f, thick / res)
     pins = np.nonzero(nodes[:, 0] <= 1e-9)[0]
     params = make_params(frames=round(seconds * fps), fps=fps, material=material, damping=0.0, drag=0.0,
@@ -298,10 +293,10 @@ def run_validation(quick: bool = False, settings: SolverSettings = REFERENCE, lo
 
 
 def pin_check(settings) -> Check:
-    v, f = box_mesh((0.3, 0.1, 0.1), (6, 2, 2))  # stubby: the lattice needs no refinement across it
+    v, f = cantilever_box((0.3, 0.1, 0.1), (6, 2, 2))  # stubby: the lattice needs no refinement across it
     pins = np.nonzero(v[:, 0] <= 1e-9)[0]
     pos, _ = _run(v, f, settings, frames=6, fps=24, stiffness=1e6, density=1000.0, damping=0.0, pins=pins)
-    diag = float(np.linalg.norm(v.max(0) - v.min(0)))
+    diag = bbox_diagonal(v)
     moved = float(np.abs(pos[:, pins] - v[pins]).max()) / diag
     return Check("pinned vertices: max move / diagonal", moved, 0.0, 1e-6, absolute=True)
 

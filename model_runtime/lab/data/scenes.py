@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..params import SimParams, make_params
+from ...params import SimParams, make_params
 from . import shapes
 
 DEFAULT_CONFIG = {
@@ -150,8 +150,9 @@ def _soft_material(rng, v: np.ndarray, strain: list[float] | None, damping: list
     rho g L / E of a 0.1-0.5 m body is about 1e-3 and its deformation cannot be seen. Given ``strain`` (lo, hi),
     that nominal strain (at g = 9.81 and L the body's largest principal extent, ``principal_extent``) is drawn
     log-uniformly instead and E follows from it, as the beams' E follows from their sag: deformations stay visible,
-    and the slow elastic waves of a soft body make the validated reference's explicit steps cheap. ``damping`` (lo, hi) replaces v1's Rayleigh damping
-    range of 1e-3-2e-2 s. The draws are the same in number and order either way.
+    and the slow elastic waves of a soft body make the validated reference's explicit steps cheap. ``damping``
+    (lo, hi) replaces v1's Rayleigh damping range of 1e-3-2e-2 s. The draws are the same in number and order either
+    way.
     """
     e_or_strain = _log_uniform(rng, 3e5, 3e6) if strain is None else _log_uniform(rng, *strain)
     density = rng.uniform(500, 1500)

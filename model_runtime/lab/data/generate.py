@@ -13,9 +13,9 @@ import time
 
 import numpy as np
 
-from ..errors import SimulationError
-from ..mesh import edge_strain
-from ..lab.progress import ProgressBar
+from ...errors import SimulationError
+from ...mesh import edge_strain
+from ..progress import ProgressBar
 from .format import save_sequence, sequence_name, split_for_shape
 from .scenes import DEFAULT_CONFIG, sample_scene
 

@@ -24,10 +24,10 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 import torch
 
-from .. import elasticity
-from ..errors import Cancelled, SimulationError
-from ..params import SimParams
-from .newton_engine import signed_tet_volumes
+from ... import elasticity
+from ...errors import Cancelled, SimulationError
+from ...params import SimParams
+from .elements import signed_tet_volumes
 
 # Steps per simulated second at least (whole steps per frame). BDF2's numerical damping of a mode of angular
 # frequency w grows as (w h)^4: see docs/physics-validation.md for what this rate costs per preset.

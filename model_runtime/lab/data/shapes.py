@@ -6,10 +6,10 @@ from functools import cache
 
 import numpy as np
 
-from ..errors import MeshError
-from ..mesh import is_closed, read_obj, validate
+from ...errors import MeshError
+from ...mesh import is_closed, read_obj, validate
 
-SHARED_MESHES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "meshes")
+SHARED_MESHES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "shared", "meshes")
 
 
 @cache
@@ -61,6 +61,13 @@ def box_surface(counts: tuple[int, int, int], size: tuple[float, float, float]) 
                         quad = quad[::-1]
                     faces += [[quad[0], quad[1], quad[2]], [quad[0], quad[2], quad[3]]]
     return np.array(verts), np.array(faces, np.int64)
+
+
+def cantilever_box(size, divisions) -> tuple[np.ndarray, np.ndarray]:
+    """A closed, outward-oriented triangulated box [0, sx] x [-sy/2, sy/2] x [-sz/2, sz/2], to be clamped at x = 0;
+    ``divisions`` cells along each axis."""
+    v, f = box_surface(tuple(divisions), tuple(size))
+    return v + [size[0] / 2, 0.0, 0.0], f
 
 
 def icosphere(subdivisions: int) -> tuple[np.ndarray, np.ndarray]:

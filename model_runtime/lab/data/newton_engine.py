@@ -1,8 +1,9 @@
 """Building and stepping a Newton (VBD) model for one mesh and one set of physical parameters.
 
-Both the dataset and ``python -m model_runtime reference`` go through ``simulate_body``, with the same fixed solver
-settings (``SUBSTEPS``, ``ITERATIONS``): VBD is not converged at affordable settings, so its result depends on them
-and the learned model must be judged against exactly what it was trained on.
+No longer the reference: ``python -m model_runtime reference`` runs ``implicit_fem`` (solids) and ``mujoco_engine``
+(cloth). VBD remains for the v1 dataset's settings (``reference.DATASET``: TetGen solids and VBD cloth, fixed
+``SUBSTEPS`` x ``ITERATIONS``, not converged, so v1 is reproducible only with exactly these) and for
+``SolverSettings`` that name it (``cloth_engine="newton"`` or ``solid_engine="newton"``) in comparisons.
 
 Geometry decides the physics: a tetrahedral body (``tets`` given) is a volumetric Neo-Hookean solid; a triangle
 surface alone is a cloth/shell with membrane and bending stiffness derived from E, nu and the thickness.
@@ -14,8 +15,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..errors import Cancelled, SimulationError
-from ..params import SimParams
+from ... import elasticity
+from ...errors import Cancelled, SimulationError
+from ...mesh import Mesh, face_areas
+from ...params import SimParams
+from .elements import fill_loose_masses, lumped_tet_masses, lumped_triangle_masses, mean_edge_length
 
 # Fixed solver settings for the dataset and the reference alike (12 substeps of 1/288 s at 24 fps, 2 VBD
 # iterations each). Measured on this CPU on a clamped box beam: substeps converge VBD far better than iterations
@@ -44,61 +48,11 @@ def _init_warp():
     return wp
 
 
-def lame(stiffness: float, poisson: float) -> tuple[float, float]:
-    """Lame parameters (mu, lambda) in Pa from Young's modulus and Poisson ratio."""
-    mu = stiffness / (2.0 * (1.0 + poisson))
-    lam = stiffness * poisson / ((1.0 + poisson) * (1.0 - 2.0 * poisson))
-    return mu, lam
-
-
-def membrane_moduli(params: SimParams) -> tuple[float, float]:
-    """A sheet's Lame parameters in plane stress per unit width (N/m): mu h and E h nu / (1 - nu^2)."""
-    h, nu = params.thickness, params.poisson
-    return lame(params.stiffness, nu)[0] * h, params.stiffness * h * nu / (1.0 - nu**2)
-
-
-def fill_loose_masses(mass: np.ndarray) -> None:
-    """In place: vertices of no triangle/tet carry no mass; give them a typical one so they fall freely."""
-    loose = mass <= 0.0
-    mass[loose] = float(np.mean(mass[~loose])) if (~loose).any() else 1.0
-
-
-TET_EDGES = ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3))  # local vertex pairs of a tetrahedron's six edges
-
-
-def signed_tet_volumes(nodes: np.ndarray, tets: np.ndarray) -> np.ndarray:
-    """Volume of each tetrahedron (M,), positive when its vertices are positively oriented."""
-    a, b, c, d = (nodes[tets[:, k]] for k in range(4))
-    return np.einsum("ij,ij->i", b - a, np.cross(c - a, d - a)) / 6.0
-
-
-def lumped_tet_masses(nodes: np.ndarray, tets: np.ndarray, density) -> np.ndarray:
-    """Each tetrahedron gives rho * V_tet / 4 to each of its four vertices (``density``: one value or one per tet)."""
-    m = np.zeros(len(nodes))
-    np.add.at(m, tets.reshape(-1), np.repeat(density * np.abs(signed_tet_volumes(nodes, tets)) / 4.0, 4))
-    return m
-
-
-def lumped_triangle_masses(vertices: np.ndarray, faces: np.ndarray, areal_density: float) -> np.ndarray:
-    """Each triangle gives rho_A * A / 3 to each of its three vertices."""
-    a, b, c = (vertices[faces[:, k]] for k in range(3))
-    area = 0.5 * np.linalg.norm(np.cross(b - a, c - a), axis=1)
-    m = np.zeros(len(vertices))
-    np.add.at(m, faces.reshape(-1), np.repeat(areal_density * area / 3.0, 3))
-    return m
-
-
-def mean_edge_length(vertices: np.ndarray, faces: np.ndarray) -> float:
-    e = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
-    return float(np.linalg.norm(vertices[e[:, 0]] - vertices[e[:, 1]], axis=1).mean())
-
-
 def _bending_stiffness(vertices: np.ndarray, faces: np.ndarray, plate_modulus: float) -> float:
     """Newton's per-edge bending energy is 1/2 k L_e (theta - theta0)^2; the discrete-shell energy of a plate with
     bending modulus D is 1/2 D 3 L_e^2 / A_e (theta - theta0)^2 (A_e: both adjacent triangles), so k = 3 D L_e / A_e,
     taken at the mesh's mean edge length and triangle area (the meshes here are near-uniform)."""
-    a, b, c = (vertices[faces[:, k]] for k in range(3))
-    tri_area = float(np.mean(0.5 * np.linalg.norm(np.cross(b - a, c - a), axis=1)))
+    tri_area = float(np.mean(face_areas(Mesh(vertices, faces))))
     return 3.0 * plate_modulus * mean_edge_length(vertices, faces) / max(2.0 * tri_area, 1e-30)
 
 
@@ -141,7 +95,7 @@ def simulate_body(
     radius = 0.1 * edge
     ident = wp.quat_identity()
     if tets is not None:
-        mu, lam = lame(params.stiffness, params.poisson)
+        mu, lam = elasticity.lame(params.stiffness, params.poisson)
         builder.add_soft_mesh(pos=wp.vec3(0.0, 0.0, 0.0), rot=ident, scale=1.0, vel=wp.vec3(0.0, 0.0, 0.0),
                               vertices=[wp.vec3(*p) for p in x0], indices=np.asarray(tets, np.int32).reshape(-1),
                               density=params.density, k_mu=mu, k_lambda=lam, k_damp=params.damping * mu,
@@ -149,9 +103,9 @@ def simulate_body(
         mass = lumped_tet_masses(x0, tets, params.density) if node_mass is None else params.density * node_mass
     else:
         h = params.thickness
-        plate = params.stiffness * h**3 / (12.0 * (1.0 - params.poisson**2))
+        plate = elasticity.bending_modulus(params.stiffness, params.poisson, h)
         k_bend = _bending_stiffness(x0, faces, plate)
-        mu_s, lam_s = membrane_moduli(params)
+        mu_s, lam_s = elasticity.plane_stress_moduli(params.stiffness, params.poisson, h)
         builder.add_cloth_mesh(pos=wp.vec3(0.0, 0.0, 0.0), rot=ident, scale=1.0, vel=wp.vec3(0.0, 0.0, 0.0),
                                vertices=[wp.vec3(*p) for p in x0], indices=np.asarray(faces, np.int32).reshape(-1),
                                density=params.density * h, tri_ke=mu_s, tri_ka=lam_s, tri_kd=params.damping * mu_s,

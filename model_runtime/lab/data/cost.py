@@ -1,6 +1,7 @@
-"""What the reference simulator costs on the generator's own scenes: CPU seconds per simulated second.
+r"""What the reference simulator costs on the generator's own scenes: CPU seconds per simulated second.
 
-    taskset -c 1 .venv/bin/python -m model_runtime.data.cost --config configs/data-v2.json --indices 0 2 9 --seconds 0.5
+    taskset -c 1 .venv/bin/python -m model_runtime.lab.data.cost --config configs/data-v2.json \
+        --indices 0 2 9 --seconds 0.5
 
 Each scene ``sample_scene(seed, i, config)`` runs for ``--seconds`` of simulated time at the config's solver
 settings (``config["solver"]``, default the v1 dataset's) or the one given; the process's CPU time (not wall time,

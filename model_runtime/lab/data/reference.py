@@ -8,19 +8,22 @@ tets, filled where the surface's winding number says inside, and stepped by impl
 made with the older all-VBD settings on TetGen tets (``DATASET``, ``newton_engine``).
 """
 
+import contextlib
 import math
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import MeshError
-from ..mesh import Mesh, enclosed_volume, is_closed, pinned_patch_samples, thinnest_width, validate
-from ..params import SimParams
+from ...errors import MeshError
+from ...mesh import Mesh, enclosed_volume, is_closed, pinned_patch_samples, thinnest_width, validate
+from ...params import SimParams
 from . import newton_engine
+from .elements import mean_edge_length, signed_tet_volumes
 from .implicit_fem import simulate_solid
 from .mujoco_engine import simulate_cloth
-from .newton_engine import mean_edge_length, signed_tet_volumes, simulate_body
+from .newton_engine import simulate_body
 from .winding import INSIDE, enclosed_by_winding, winding_numbers
 
 MIN_FILL = 0.05  # lattice tets the body barely touches keep this fraction of its stiffness
@@ -43,8 +46,10 @@ def tetrahedralize(mesh: Mesh) -> tuple[np.ndarray, np.ndarray]:
     # (a large, finely tessellated solid) gets a coarser interior.
     max_volume = max(max_volume, enclosed_volume(mesh) / (MAX_INTERIOR_FACTOR * len(v)))
     try:
-        nodes, tets, _, _ = tetgen.TetGen(v, mesh.faces.astype(np.int32)).tetrahedralize(
-            nobisect=True, quality=True, minratio=2.0, mindihedral=0.0, maxvolume=max_volume, quiet=True)
+        # TetGen writes _skipped.face/.node into the working directory when it rejects a surface: not into ours
+        with tempfile.TemporaryDirectory() as scratch, contextlib.chdir(scratch):
+            nodes, tets, _, _ = tetgen.TetGen(v, mesh.faces.astype(np.int32)).tetrahedralize(
+                nobisect=True, quality=True, minratio=2.0, mindihedral=0.0, maxvolume=max_volume, quiet=True)
     except RuntimeError as exc:
         raise MeshError(f"TetGen could not fill this closed mesh (self-intersecting?): {exc}") from exc
     nodes = np.asarray(nodes, np.float64)
