@@ -1,4 +1,5 @@
-"""NeuROK runtime: the learned simulator, its dynamics, data, training and the worker, free of bpy.
+"""NeuROK runtime: the learned simulator, its dynamics and the worker, free of bpy. Data, training and evaluation
+are the lab (``model_runtime.lab``), which the extension zip leaves out.
 
 The one public entry point is :func:`simulate`. Importing this package stays light (no torch) so that Blender's
 Python can import the worker protocol from it; torch loads on the first simulation.
