@@ -309,6 +309,8 @@ class _Stepper:
                     break
             if slope >= 0.0 or s < 1e-6:  # the chord matrix gives no descent here: a fresh Newton step
                 if not chord:
+                    if float(np.abs(dy).max()) <= self.tol:  # already converged: round-off hides the descent
+                        break
                     raise _NotConverged("the line search found no descent")
                 chord = False
                 dy = newton_direction(y, g)
