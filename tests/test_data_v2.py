@@ -15,21 +15,33 @@ V2 = {**DEFAULT_CONFIG, **json.load(open(os.path.join(os.path.dirname(__file__),
 NO_SHARED = {"family_weights": {"cloth": 0.3, "soft": 0.35, "beam": 0.25}}  # no cut-outs or real meshes
 
 
+def _rounded(x):
+    """Floats to 9 significant digits: the scenes' last bits differ between CPUs (BLAS kernels), their draws do not."""
+    if isinstance(x, float):
+        return float(f"{x:.9g}")
+    if isinstance(x, (list, tuple)):
+        return [_rounded(y) for y in x]
+    if isinstance(x, dict):
+        return {k: _rounded(y) for k, y in x.items()}
+    return x
+
+
 def _scene_hash(config: dict, count: int) -> str:
     h = hashlib.sha256()
     for i in range(count):
         s = sample_scene(1, i, config)
-        h.update(s.vertices.tobytes())
+        h.update((np.round(s.vertices, 7) + 0.0).tobytes())
         h.update(s.faces.tobytes())
-        h.update(json.dumps(s.params.to_dict(), sort_keys=True).encode())
+        h.update(json.dumps(_rounded(s.params.to_dict()), sort_keys=True).encode())
         h.update(f"{s.family}/{s.variant}/{s.shape_id}".encode())
     return h.hexdigest()
 
 
 @pytest.mark.skipif(not os.path.exists(SHARED), reason="v1 has cut-outs, which need ../shared/meshes")
 def test_v1_scenes_are_unchanged():
-    # The first 100 scenes of the v1 command (seed 1, default config), hashed before soft_strain and solver existed.
-    assert _scene_hash(DEFAULT_CONFIG, 100) == "a972c1aeb2d4a36e9bff512219d62ed2696ce003e8ef4dee258c15644a5d38d3"
+    # The first 100 scenes of the v1 command (seed 1, default config), hashed with the generator as it was before
+    # soft_strain and solver existed (f246dba's parent) and rounded, so the hash holds on any CPU.
+    assert _scene_hash(DEFAULT_CONFIG, 100) == "bb102e324093e496af7dba404b57465751aa6d3c212de8afb381118499b0ad8e"
 
 
 def test_v2_pins_soft_and_real_solids_at_rest_and_leaves_every_other_draw_alone():
