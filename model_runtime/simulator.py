@@ -54,7 +54,7 @@ MAX_SUBSTEPS = 16  # only strong drag needs more than ceil(MODE_CUT / STABLE_STE
 # cost twice the stretch). Once sheets stopped resisting compression (SHEET_COMPRESSION) that reversed: chosen
 # jointly with it on the 31 cloth and cut-outs among seq 0-74 and checked on the 30 among seq 75-157 (mean error over
 # 2 s, in diagonals; 2026-12-04): 0.3 with 0.1: 0.1153 / 0.1288; 0.2 with 0.03: 0.1097 / 0.1177 (20 of 31 better
-# and 8 worse, 23 of 30 better and 3 worse; grid in docs/decisions.md); compression 0 shrank cloth on the ground. Stretch
+# and 8 worse, 23 of 30 better and 3 worse; grid: docs/decisions.md); compression 0 shrank cloth on the ground. Stretch
 # went down (95th percentile over the second second of seq 116, an edge-pinned cloth: 0.38 -> 0.27).
 MEMBRANE_STRAIN = 0.2
 # A sheet's springs resist shortening with this fraction of their stiffness in stretch. A real sheet buckles out of

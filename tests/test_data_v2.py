@@ -128,3 +128,15 @@ def test_generation_on_the_reference_resumes_where_it_stopped(tmp_path):
     assert json.load(open(tmp_path / "generation.json"))["config"]["solver"] == "reference"
     timings = [json.loads(line) for line in open(tmp_path / "timings.jsonl")]
     assert len(timings) == 3 and all(t["cpu_seconds"] > 0 for t in timings)
+
+
+@pytest.mark.parametrize("name", ["data-v1.1.json", "data-v2.json", "data-v3.json"])
+def test_every_dataset_config_draws_valid_scenes_and_typos_are_refused(name):
+    config = json.load(open(os.path.join(os.path.dirname(__file__), "..", "configs", name)))
+    if not os.path.exists(SHARED):
+        config = {**config, **NO_SHARED}
+    for i in range(30):
+        s = sample_scene(3, i, config)
+        assert np.isfinite(s.vertices).all() and len(s.faces) and s.params.frames == 48
+    with pytest.raises(ValueError, match="soft_strian"):
+        sample_scene(3, 0, {**config, "soft_strian": [0.01, 0.1]})

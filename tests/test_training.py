@@ -136,3 +136,9 @@ def test_training_with_surface_strain_fits_the_datas_slopes_better(tiny_config, 
         log = [json.loads(line) for line in open(f"{cfg['out']}/log.jsonl")]
         val_strain[weight] = log[-1]["val_strain"]
     assert val_strain[10.0] < 0.3 * val_strain[0.0], val_strain  # validation measures it either way
+
+
+@pytest.mark.parametrize("name", ["train_cpu.json", "train_tiny.json", "train_v3.json", "finetune_v2.json"])
+def test_every_training_config_loads(name):
+    cfg = load_config(f"configs/{name}")
+    assert cfg["steps"] > 0 and cfg["device"] in ("auto", "cpu")

@@ -61,6 +61,9 @@ class Scene:
 
 def sample_scene(seed: int, index: int, config: dict | None = None) -> Scene:
     """Sequence ``index`` of the dataset with master ``seed``: its own RNG stream, independent of every other."""
+    unknown = set(config or {}) - set(DEFAULT_CONFIG)
+    if unknown:
+        raise ValueError(f"unknown dataset config keys {sorted(unknown)}")
     cfg = {**DEFAULT_CONFIG, **(config or {})}
     rng = np.random.default_rng([seed, index])
     names = list(cfg["family_weights"])
