@@ -24,7 +24,7 @@ import math
 import numpy as np
 import torch
 
-from model_runtime import cubature, elasticity, simulator
+from model_runtime import cubature, elasticity, encoding
 from model_runtime.dynamics import DTYPE, LatentMap
 from model_runtime.lab.data.shapes import box_surface, grid_sheet
 from model_runtime.mesh import bbox_diagonal, is_closed, sample_surface, validate
@@ -44,7 +44,7 @@ def encode(model, decoder64, vertices, faces, pins):
     scale = bbox_diagonal(vertices)
     pin_mask = np.zeros(len(vertices), np.float32)
     pin_mask[pins] = 1.0
-    pts, face, bary = sample_surface(mesh, simulator.ENCODER_POINTS, np.random.default_rng(0))
+    pts, face, bary = sample_surface(mesh, encoding.ENCODER_POINTS, np.random.default_rng(0))
     flags = torch.as_tensor((bary * pin_mask[faces[face]]).sum(1), dtype=torch.float32)
     tokens, _, code = model.prior(torch.as_tensor((pts - center) / scale, dtype=torch.float32)[None], flags[None])
     tokens = tokens.double()
@@ -59,7 +59,7 @@ def encode(model, decoder64, vertices, faces, pins):
         phi = raw(points, 0.0)
         # the simulator's pin hold: subtract each pinned vertex's field, faded out over PIN_RADIUS of the diagonal
         d, j = torch.cdist(torch.as_tensor(points), torch.as_tensor(vertices[pins])).min(dim=1)
-        alpha = torch.exp(-(d / (simulator.PIN_RADIUS * scale)) ** 2)
+        alpha = torch.exp(-(d / (encoding.PIN_RADIUS * scale)) ** 2)
         return phi - alpha[:, None, None] * held[j]
 
     return mesh, field, code[0].double()

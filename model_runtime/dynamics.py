@@ -144,7 +144,7 @@ class Body:
     compression: float = 1.0  # a shortened spring's stiffness as a fraction of a stretched one's (sheets buckle)
     # Mass scaling in any configuration (s^2, or None): each spring carries inertia spring_k * stretch_inertia on its
     # rate of change of length. Proportional to the stiffness, it slows every mode of the network as omega / sqrt(1 +
-    # omega^2 stretch_inertia), wherever the body is, and only motions that stretch springs (simulator.build_body).
+    # omega^2 stretch_inertia), wherever the body is, and only motions that stretch springs (body.build_body).
     stretch_inertia: float | None = None
     frame: FrameMotion | None = None  # the object's animated transform: simulated in its moving frame
     wind: Wind | None = None

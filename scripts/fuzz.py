@@ -246,7 +246,7 @@ def load_strain(vertices, options: dict) -> float:
 
 def run_case(simulator, vertices, faces, options: dict):
     """('result' | 'refused' | 'crash' | 'nonfinite' | 'check', detail) for one simulate call."""
-    from model_runtime.simulator import DEFAULT_METHOD
+    from model_runtime.integration import DEFAULT_METHOD
 
     try:
         params = make_params(num_vertices=len(np.asarray(vertices)), **options)

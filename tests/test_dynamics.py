@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import torch
 
+from model_runtime.body import build_body
 from model_runtime.dynamics import DTYPE, Dynamics
 from model_runtime.mesh import read_obj, validate
 from model_runtime.params import make_params
-from model_runtime.simulator import Simulator, build_body
+from model_runtime.simulator import Simulator
 from model_runtime.weights import DEFAULT_WEIGHTS
 
 MESHES = DEFAULT_WEIGHTS.parent / "meshes"

@@ -179,7 +179,7 @@ def test_small_and_normal_objects_rest_on_the_ground_instead_of_sinking(size, mo
 
     The stiffer contact of small bodies must also stay cheap: far fewer right-hand side evaluations than the
     budget allows."""
-    from model_runtime import dynamics, simulator
+    from model_runtime import dynamics, integration
 
     evaluations = []
     real_forward = dynamics.Dynamics.forward
@@ -198,7 +198,7 @@ def test_small_and_normal_objects_rest_on_the_ground_instead_of_sinking(size, mo
     assert lowest[-1] < ground + 0.01 * size, "still falling: the test does not see it rest"
     assert lowest.min() > ground - 0.05 * size  # not even on impact
     assert lowest[-1] > ground - 0.02 * size
-    assert len(evaluations) < simulator.MAX_EVALUATIONS_PER_FRAME * frames / 4
+    assert len(evaluations) < integration.MAX_EVALUATIONS_PER_FRAME * frames / 4
 
 
 # Cancel -------------------------------------------------------------------------------------------------------------
@@ -208,16 +208,16 @@ def test_small_and_normal_objects_rest_on_the_ground_instead_of_sinking(size, mo
 def test_cancel_stops_the_integration_within_a_chunk(sim, monkeypatch, method, fallback):
     """Regression: cancel was only checked between chunks of frames, so a stiff chunk ran to its step budget (and
     then through the RK4 fallback) before a cancel took effect. A cancel must also get through the fallback."""
-    from model_runtime import simulator
+    from model_runtime import integration, simulator
 
     methods = []
-    real_odeint = simulator.odeint
+    real_odeint = integration.odeint
 
     def recording(*args, **kwargs):
         methods.append(kwargs.get("options", {}).get("solver", kwargs["method"]).lower())
         return real_odeint(*args, **kwargs)
 
-    monkeypatch.setattr(simulator, "odeint", recording)
+    monkeypatch.setattr(integration, "odeint", recording)
     if fallback:  # a stiff body, and a small budget so that the adaptive method spends it at once
         real_build = simulator.build_body
 
@@ -227,7 +227,7 @@ def test_cancel_stops_the_integration_within_a_chunk(sim, monkeypatch, method, f
             return plan
 
         monkeypatch.setattr(simulator, "build_body", stiff)
-        monkeypatch.setattr(simulator, "MAX_EVALUATIONS_PER_FRAME", 1)
+        monkeypatch.setattr(integration, "MAX_EVALUATIONS_PER_FRAME", 1)
 
     checks = []
 

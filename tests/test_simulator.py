@@ -4,11 +4,13 @@ import numpy as np
 import pytest
 
 from model_runtime import simulate
+from model_runtime.body import build_body
 from model_runtime.errors import MeshError, ParameterError
+from model_runtime.integration import DEFAULT_METHOD, FIXED_STEP_METHODS, integrate
 from model_runtime.lab.data.shapes import grid_sheet
 from model_runtime.mesh import edge_strain, read_obj, validate
 from model_runtime.params import make_params
-from model_runtime.simulator import DEFAULT_METHOD, FIXED_STEP_METHODS, Simulator, build_body, integrate
+from model_runtime.simulator import Simulator
 from model_runtime.weights import DEFAULT_WEIGHTS
 
 MESHES = DEFAULT_WEIGHTS.parent / "meshes"
@@ -240,8 +242,8 @@ def test_a_free_solids_slenderness_law_leaves_axial_loading_alone(sim):
     a cube, whose long axis is arbitrary, gets the correction whatever the direction of gravity."""
     import torch
 
+    from model_runtime.body import _locking_factor
     from model_runtime.lab.data.shapes import cantilever_box
-    from model_runtime.simulator import _locking_factor
 
     v, f = cantilever_box((1.0, 0.1, 0.1), (20, 2, 2))
     enc = sim.encode(validate(v, f), np.zeros(0, np.int64))
@@ -295,8 +297,8 @@ def test_total_energy_is_conserved_without_drag_or_damping(sim, body):
 def test_a_pinned_solid_too_thin_for_the_continuum_lattice_falls_back_to_the_slenderness_law(sim):
     import torch
 
+    from model_runtime.body import _locking_factor
     from model_runtime.lab.data.shapes import box_surface
-    from model_runtime.simulator import _locking_factor
 
     v, f = box_surface((10, 10, 1), (1.0, 1.0, 0.004))
     turn = np.pi / 4

@@ -3,9 +3,9 @@
 The elastic energy is a spring network over decoded query points, calibrated to Young's modulus for uniform
 strain. Bending through the decoder's latent space locks: its bending deformations carry a little spurious axial
 strain, which for a slender body costs as much as the bending itself. A pinned solid's stiffness is matched to its
-own linear elastic compliance body by body (simulator._continuum_factor); a free solid has no static equilibrium to
+own linear elastic compliance body by body (body._continuum_factor); a free solid has no static equilibrium to
 match, so it takes a law in its slenderness, min(1, c s2^p) (s2 = (thickness / length)^2, see
-simulator._locking_factor). c and p depend on how cleanly the trained decoder bends, so they are fitted per weights
+body._locking_factor). c and p depend on how cleanly the trained decoder bends, so they are fitted per weights
 file to the continuum factors of bodies from slender to stubby under transverse load: clamped cantilevers (L/a
 4-15) and blocks clamped at one end (length/side 1-3). The cantilevers' settled tip sags
 are then reported against Euler-Bernoulli, 3 rho g L^4 / (2 E a^2), as a check.
@@ -14,9 +14,10 @@ are then reported against Euler-Bernoulli, 3 rho g L^4 / (2 E a^2), as a check.
 import numpy as np
 import torch
 
+from ..body import bending_shape, build_body
 from ..mesh import validate
 from ..params import make_params
-from ..simulator import Simulator, bending_shape, build_body
+from ..simulator import Simulator
 from ..weights import default_weights_path, load_model, read_info, save_model
 from .data.shapes import box_surface, cantilever_box
 

@@ -54,7 +54,8 @@ def _run_physics(args: argparse.Namespace, engine: str) -> int:
     params = params_from_args(args, len(mesh.vertices))
     bar = ProgressBar(engine)
     if engine == "simulate":
-        from ..simulator import DEFAULT_METHOD, Simulator
+        from ..integration import DEFAULT_METHOD
+        from ..simulator import Simulator
         positions = Simulator(args.weights).simulate(mesh.vertices, mesh.faces, params, bar.update,
                                                      method=args.method or DEFAULT_METHOD)
     else:

@@ -7,9 +7,11 @@ import numpy as np
 import torch
 
 from ... import mesh as meshlib
+from ...body import build_body
 from ...dynamics import Dynamics
+from ...integration import DEFAULT_METHOD, integrate
 from ...params import SimParams, make_params
-from ...simulator import DEFAULT_METHOD, build_body, decode_frames, integrate
+from ...simulator import decode_frames
 from ..data import shapes
 from .metrics import pin_error
 
