@@ -1,6 +1,7 @@
-"""Encoding a mesh once per mesh and pin set: what the network says about it (shape code, decoder basis fields at
-query points and at every vertex, pins held) and the spring network over its query points. Independent of the
-physical parameters, so ``Simulator`` caches it and re-simulating after a parameter tweak skips it.
+"""Encoding a mesh once per mesh and pin set: what the network says about it (shape code, decoder
+basis fields at query points and at every vertex, pins held) and the spring network over its query
+points. Independent of the physical parameters, so ``Simulator`` caches it and re-simulating after a
+parameter tweak skips it.
 """
 
 from dataclasses import dataclass, field
@@ -13,24 +14,29 @@ from .model import NeuROK
 
 ENCODER_POINTS = 2048  # surface samples the prior encodes
 QUERY_POINTS = 256  # surface samples the body's mass and springs live on
-# pinned vertices joined to the springs as fixed, massless points, so the band next to the pins cannot stretch freely
+# pinned vertices joined to the springs as fixed, massless points, so the band next to the pins
+# cannot stretch freely
 ANCHOR_POINTS = 32
 VERTEX_CHUNK = 8192  # vertices per decoder or distance batch: bounds memory for any mesh size
 NEIGHBOURS = 10  # nearest points each query point is joined to by a spring (solids)
-# a sheet's points join fewer (a flat triangulation has 6): its springs also carry the stretch inertia, paid per spring
+# a sheet's points join fewer (a flat triangulation has 6): its springs also carry the stretch
+# inertia, paid per spring
 SHEET_NEIGHBOURS = 7
 PIN_RADIUS = 0.05  # fraction of the diagonal over which the pin correction fades out
 
 
 @dataclass
 class Encoding:
-    """What the network says about one mesh with one pin set; independent of the physical parameters."""
+    """What the network says about one mesh with one pin set; independent of the physical
+    parameters."""
 
     vertices: np.ndarray  # (V, 3) float64 input vertices
-    axes: np.ndarray  # (3, 3) the mesh's own axes (mesh.principal_frame), in which the network sees it
+    # (3, 3) the mesh's own axes (mesh.principal_frame), in which the network sees it
+    axes: np.ndarray
     scale: float  # diagonal of the bounding box in those axes
     queries: np.ndarray  # (N, 3) physical query positions on the surface
-    centroid: np.ndarray  # area-weighted surface centroid: the centre of mass of the surface-mass model
+    # area-weighted surface centroid: the centre of mass of the surface-mass model
+    centroid: np.ndarray
     phi_q: torch.Tensor  # (N, 3, P) normalized basis at queries, pins corrected
     phi_v: torch.Tensor  # (V, 3, P) float32 normalized basis at vertices, pins corrected
     code: torch.Tensor
@@ -41,8 +47,10 @@ class Encoding:
     volume: float
     faces: np.ndarray  # (F, 3) int64
     pins: np.ndarray  # pinned vertex indices
-    anchors: int = 0  # the last `anchors` queries are pinned vertices: held still, massless, joined by springs
-    sag: dict = field(default_factory=dict)  # Poisson ratio -> the solid's static sag at the queries (_solid_sag)
+    # the last `anchors` queries are pinned vertices: held still, massless, joined by springs
+    anchors: int = 0
+    # Poisson ratio -> the solid's static sag at the queries (_solid_sag)
+    sag: dict = field(default_factory=dict)
 
     @property
     def surface_queries(self) -> np.ndarray:
@@ -51,8 +59,8 @@ class Encoding:
 
 
 def encode_mesh(model: NeuROK, mesh: meshlib.Mesh, pins: np.ndarray, axes: np.ndarray) -> Encoding:
-    """What the network says about the mesh, seen in its own ``axes`` (mesh.principal_frame), so that it turns
-    with the scene: physics does not depend on which way the scene faces."""
+    """What the network says about the mesh, seen in its own ``axes`` (mesh.principal_frame), so
+    that it turns with the scene: physics does not depend on which way the scene faces."""
     rng = np.random.default_rng(0)  # fixed: the same mesh always gets the same samples
     own = mesh.vertices @ axes
     lo, hi = own.min(0), own.max(0)
@@ -82,23 +90,26 @@ def encode_mesh(model: NeuROK, mesh: meshlib.Mesh, pins: np.ndarray, axes: np.nd
         for i in range(0, len(mesh.vertices), VERTEX_CHUNK)])
     if len(pins):
         phi_q, phi_v = _hold_pins(mesh.vertices, pins, queries, phi_q, phi_v, scale)
-    anchors = _spread(mesh.vertices[pins] @ axes, ANCHOR_POINTS) @ axes.T  # in its own axes: their order turns too
+    # in its own axes: their order turns too
+    anchors = _spread(mesh.vertices[pins] @ axes, ANCHOR_POINTS) @ axes.T
     queries = np.vstack([queries, anchors])
     phi_q = torch.cat([phi_q, phi_q.new_zeros(len(anchors), *phi_q.shape[1:])])
     closed = meshlib.is_closed(mesh)
     areas = meshlib.face_areas(mesh)
     centroid = (mesh.vertices[mesh.faces].mean(1) * areas[:, None]).sum(0) / areas.sum()
-    return Encoding(vertices=mesh.vertices, axes=axes, scale=scale, queries=queries, centroid=centroid,
-                    phi_q=phi_q, phi_v=phi_v,
+    return Encoding(vertices=mesh.vertices, axes=axes, scale=scale, queries=queries,
+                    centroid=centroid, phi_q=phi_q, phi_v=phi_v,
                     code=code[0].double(), springs=_spring_graph(queries / scale, rng, closed),
                     pinned=bool(len(pins)), closed=closed, area=meshlib.total_area(mesh),
-                    volume=meshlib.enclosed_volume(mesh) if closed else 0.0, faces=mesh.faces, pins=pins,
-                    anchors=len(anchors))
+                    volume=meshlib.enclosed_volume(mesh) if closed else 0.0, faces=mesh.faces,
+                    pins=pins, anchors=len(anchors))
 
 
 def _spread(points: np.ndarray, count: int) -> np.ndarray:
-    """Up to ``count`` distinct points among ``points``, spread over them (farthest-point sampling)."""
-    # to a nanometre: coordinates that differ by round-off alone must sort alike, or the spread depends on it
+    """Up to ``count`` distinct points among ``points``, spread over them (farthest-point
+    sampling)."""
+    # to a nanometre: coordinates that differ by round-off alone must sort alike, or the spread
+    # depends on it
     points = np.unique(np.round(points, 9), axis=0)
     if len(points) <= count:
         return points
@@ -111,10 +122,12 @@ def _spread(points: np.ndarray, count: int) -> np.ndarray:
 
 
 def _hold_pins(vertices, pins, queries, phi_q, phi_v, scale):
-    """Make every basis field vanish at pinned vertices, fading the correction out within PIN_RADIUS.
+    """Make every basis field vanish at pinned vertices, fading the correction out within
+    PIN_RADIUS.
 
-    phi'(x) = phi(x) - alpha(x) phi(p(x)), with p(x) the nearest pinned vertex and alpha(x) = exp(-(|x-p|/r)^2):
-    alpha = 1 at a pinned vertex, so its displacement is exactly zero for every latent.
+    phi'(x) = phi(x) - alpha(x) phi(p(x)), with p(x) the nearest pinned vertex and
+    alpha(x) = exp(-(|x-p|/r)^2): alpha = 1 at a pinned vertex, so its displacement is exactly zero
+    for every latent.
     """
     pinned_pos = torch.as_tensor(vertices[pins])
     pinned_phi = phi_v[pins].clone()
@@ -131,11 +144,12 @@ def _hold_pins(vertices, pins, queries, phi_q, phi_v, scale):
     return correct(queries, phi_q), correct(vertices, phi_v)
 
 
-def _spring_graph(points: np.ndarray, rng: np.random.Generator, solid: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Undirected edges: each point to its NEIGHBOURS nearest (SHEET_NEIGHBOURS on open surfaces) and, for solids, a
-    few longer ones so they resist bending through their interior rather than acting as hollow shells. Open surfaces
-    get no long springs: a chord across a sheet shortens when the sheet bends, which would make cloth stiff as a
-    board."""
+def _spring_graph(points: np.ndarray, rng: np.random.Generator,
+                  solid: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Undirected edges: each point to its NEIGHBOURS nearest (SHEET_NEIGHBOURS on open surfaces)
+    and, for solids, a few longer ones so they resist bending through their interior rather than
+    acting as hollow shells. Open surfaces get no long springs: a chord across a sheet shortens when
+    the sheet bends, which would make cloth stiff as a board."""
     d = np.linalg.norm(points[:, None] - points[None], axis=-1)
     np.fill_diagonal(d, np.inf)
     count = NEIGHBOURS if solid else SHEET_NEIGHBOURS
@@ -151,6 +165,7 @@ def _spring_graph(points: np.ndarray, rng: np.random.Generator, solid: bool) -> 
     if far_i:
         i, j = np.concatenate([i, *far_i]), np.concatenate([j, *far_j])
     edges = np.unique(np.sort(np.stack([i, j], 1), axis=1), axis=0)
-    edges = edges[d[edges[:, 0], edges[:, 1]] > 0]  # a pinned vertex may coincide with a sample: no direction
+    # a pinned vertex may coincide with a sample: no direction
+    edges = edges[d[edges[:, 0], edges[:, 1]] > 0]
     return edges[:, 0], edges[:, 1]
 

@@ -1,10 +1,11 @@
-"""``simulate``: mesh + physical parameters -> per-frame vertex positions, through the learned latent space.
+"""``simulate``: mesh + physical parameters -> per-frame vertex positions, through the learned
+latent space.
 
-Pipeline: validate the mesh -> encode it once (``encoding``: shape tokens, decoder basis fields at query points and
-at every vertex; cached per mesh and pin set, so re-simulating after a parameter tweak skips it) -> build the reduced
-Lagrangian body for the parameters (``body``) -> integrate with torchdiffeq.odeint frame chunk by frame chunk
-(``integration``: progress and cancel between chunks) -> decode every frame at every vertex with one matrix product
-per chunk (here).
+Pipeline: validate the mesh -> encode it once (``encoding``: shape tokens, decoder basis fields at
+query points and at every vertex; cached per mesh and pin set, so re-simulating after a parameter
+tweak skips it) -> build the reduced Lagrangian body for the parameters (``body``) -> integrate with
+torchdiffeq.odeint frame chunk by frame chunk (``integration``: progress and cancel between chunks)
+-> decode every frame at every vertex with one matrix product per chunk (here).
 """
 
 import hashlib
@@ -25,7 +26,8 @@ from .weights import load_model
 
 
 class Simulator:
-    """Holds a loaded model and the encoding of the last mesh, so a warm worker re-simulates quickly."""
+    """Holds a loaded model and the encoding of the last mesh, so a warm worker re-simulates
+    quickly."""
 
     def __init__(self, weights: str | None = None):
         self.model: NeuROK = load_model(weights)
@@ -35,7 +37,8 @@ class Simulator:
 
     @torch.no_grad()
     def simulate(self, vertices, faces, params: SimParams, progress: Progress | None = None,
-                 should_cancel: Callable[[], bool] | None = None, method: str = DEFAULT_METHOD) -> np.ndarray:
+                 should_cancel: Callable[[], bool] | None = None,
+                 method: str = DEFAULT_METHOD) -> np.ndarray:
         mesh = meshlib.validate(vertices, faces)
         if len(params.pins) and params.pins.max() >= len(mesh.vertices):
             raise SimulationError("pin indices do not fit this mesh")
@@ -50,15 +53,16 @@ class Simulator:
         positions = decode_frames(enc, plan, states)
         positions[0] = mesh.vertices
         if not np.isfinite(positions).all():
-            raise SimulationError("the simulation produced non-finite positions; try a stiffer material, a lower "
-                                  "gravity or more drag")
+            raise SimulationError("the simulation produced non-finite positions; try a stiffer "
+                                  "material, a lower gravity or more drag")
         progress(1.0, "done")
         return positions
 
     @torch.no_grad()
     def encode(self, mesh: meshlib.Mesh, pins: np.ndarray, gravity=(0.0, 0.0, 0.0)) -> Encoding:
         axes = meshlib.principal_frame(mesh, pins, gravity)
-        key = hashlib.sha1(mesh.vertices.tobytes() + mesh.faces.tobytes() + pins.tobytes() + axes.tobytes())
+        key = hashlib.sha1(mesh.vertices.tobytes() + mesh.faces.tobytes() + pins.tobytes()
+                           + axes.tobytes())
         if self._cache and self._cache[0] == key.hexdigest():
             return self._cache[1]
         enc = encode_mesh(self.model, mesh, pins, axes)
@@ -68,9 +72,11 @@ class Simulator:
 
 @torch.no_grad()
 def decode_frames(enc: Encoding, plan: Plan, states: torch.Tensor) -> np.ndarray:
-    """Vertex positions (T, V, 3) float32 for every integrated state: x = c + t + R (X - c + Phi_v a).
+    """Vertex positions (T, V, 3) float32 for every integrated state:
+    x = c + t + R (X - c + Phi_v a).
 
-    Vertices are decoded in chunks so that memory beyond the output itself stays bounded for any mesh size.
+    Vertices are decoded in chunks so that memory beyond the output itself stays bounded for any
+    mesh size.
     """
     body = plan.body
     st = State(body)
@@ -89,7 +95,8 @@ def decode_frames(enc: Encoding, plan: Plan, states: torch.Tensor) -> np.ndarray
         if plan.rigid is not None:
             phi = phi - _rigid_fields(rest) @ plan.rigid
         y_body = rest + (A @ phi.T).reshape(T, -1, 3)
-        out[:, v0:v0 + VERTEX_CHUNK] = (torch.einsum("tvj,tij->tvi", y_body, R) + shift[:, None]).numpy()
+        turned = torch.einsum("tvj,tij->tvi", y_body, R)
+        out[:, v0:v0 + VERTEX_CHUNK] = (turned + shift[:, None]).numpy()
     return out
 
 
