@@ -222,6 +222,7 @@ class _Stepper:
         self.gravity = np.tile(np.asarray(params.gravity, np.float64), len(held))[self.free]
         self.z = (np.arange(3 * len(held)) % 3 == 2)[self.free]  # the ground is the plane z = params.ground
         self.factor = None
+        self.factor_contact = None  # the ground-contact DOFs the factorized Hessian's penalty term covers
         self.stiffness = self.stiffness_at = None  # the last assembled elastic stiffness, and the F it was taken at
 
     def _assemble(self, x: np.ndarray) -> None:
@@ -270,8 +271,16 @@ class _Stepper:
             d = y_ - yp
             return viscous * d + (p.damping * (rayleigh @ d) if rayleigh is not None else 0.0)
 
+        def in_contact(y_):
+            return (y_ < ground) & self.z if ground is not None else np.zeros(len(y_), bool)
+
         def contact_stiffness(y_):
-            return CONTACT_STIFFNESS * m * (y_ < ground) * self.z if ground is not None else np.zeros_like(y_)
+            return CONTACT_STIFFNESS * m * in_contact(y_)
+
+        def chord_fits(y_):
+            # The penalty outweighs a node's inertia ~50x at these steps, so iterations on a factorization made
+            # with another contact set contract too slowly: a new contact set gets a fresh Newton step.
+            return np.array_equal(in_contact(y_), self.factor_contact)
 
         def potential(y_, elastic_energy):
             d = y_ - yp
@@ -295,11 +304,12 @@ class _Stepper:
             H = self.pattern.matrix(tau2 * K, m + tau2 * (alpha * viscous + contact_stiffness(y_)))
             self.factor = spla.splu(H.astype(np.float32).tocsc(), permc_spec="MMD_AT_PLUS_A",
                                     options={"SymmetricMode": True})
+            self.factor_contact = in_contact(y_)
             return -self._solve(g_)
 
         y = y_hat.copy()
         energy, g = evaluate(y)
-        chord = CHORD_ITERATIONS > 0 and self.factor is not None
+        chord = CHORD_ITERATIONS > 0 and self.factor is not None and chord_fits(y)
         dy = -self._solve(g) if chord else newton_direction(y, g)
         for iteration in range(MAX_NEWTON):
             if not np.isfinite(dy).all():
@@ -329,7 +339,7 @@ class _Stepper:
             rate = size / max(last, 1e-300)
             if rate < 1.0 and size * max(1.0, rate / (1.0 - rate)) <= self.tol:
                 break
-            if chord and iteration + 1 >= CHORD_ITERATIONS:
+            if not chord_fits(y) or chord and iteration + 1 >= CHORD_ITERATIONS:
                 chord = False
                 dy = newton_direction(y, g)
         else:
