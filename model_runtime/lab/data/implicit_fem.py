@@ -280,7 +280,7 @@ class _Stepper:
         def chord_fits(y_):
             # The penalty outweighs a node's inertia ~50x at these steps, so iterations on a factorization made
             # with another contact set contract too slowly: a new contact set gets a fresh Newton step.
-            return np.array_equal(in_contact(y_), self.factor_contact)
+            return ground is None or np.array_equal(in_contact(y_), self.factor_contact)
 
         def potential(y_, elastic_energy):
             d = y_ - yp
