@@ -108,14 +108,16 @@ def test_a_clamped_strip_of_sheet_bends_as_beam_theory_says():
 
 def test_a_spinning_free_body_keeps_its_shape():
     # Stable Neo-Hookean is rotation invariant: a rigid spin stores no elastic energy, so the cube turns unchanged.
+    # BDF2 slows the spin a little (hw = 0.065 rad a step): its converged half turn is 178.75 degrees.
     v, f = box_surface((2, 2, 2), (0.2, 0.2, 0.2))
     params = make_params(frames=12, fps=24, gravity=(0, 0, 0), material="rubber", damping=0.0,
                          angular_velocity=(0.0, 0.0, 2 * np.pi))
     pos = simulate_reference(v, f, params).astype(np.float64)
-    angle = 2 * np.pi * 0.5  # half a turn in 12 frames at 1 turn/s
-    rot = np.array([[np.cos(angle), -np.sin(angle), 0], [np.sin(angle), np.cos(angle), 0], [0, 0, 1]])
-    expected = (v - v.mean(0)) @ rot.T + v.mean(0)
-    assert np.abs(pos[-1] - expected).max() < 0.02 * 0.2
+    moved, rest = pos[-1] - pos[-1].mean(0), v - v.mean(0)
+    U, _, Vt = np.linalg.svd(moved.T @ rest)
+    R = U @ np.diag([1.0, 1.0, np.sign(np.linalg.det(U @ Vt))]) @ Vt  # the best rotation (Kabsch)
+    assert np.abs(moved - rest @ R.T).max() < 1e-3 * 0.2  # shape kept (0.02 mm measured)
+    assert np.degrees(np.arctan2(R[1, 0], R[0, 0])) == pytest.approx(180.0, abs=2.0)  # half a turn at 1 turn/s
 
 
 def test_a_solid_dropped_on_the_ground_rests_on_it():

@@ -306,7 +306,10 @@ class _Stepper:
             self.factor_contact = in_contact(y_)
             return -self._solve(g_)
 
-        y = y_hat.copy()
+        if x_prev is None:
+            y = y_hat.copy()
+        else:  # Newton starts where the velocity's trend points (Adams-Bashforth 2), not at the inertial target
+            y = (x + h * (1.5 * v - 0.5 * v_prev)).ravel()[free]
         energy, g = evaluate(y)
         chord = CHORD_ITERATIONS > 0 and self.factor is not None and chord_fits(y)
         dy = -self._solve(g) if chord else newton_direction(y, g)
