@@ -216,6 +216,41 @@ def lattice_cell(vertices: np.ndarray, volume: float, settings: SolverSettings) 
     return max(cell, (volume / settings.max_lattice_cells) ** (1.0 / 3.0))
 
 
+@dataclass(frozen=True)
+class EmbeddedSolid:
+    """A solid's lattice (``build_cage``) with what simulating it needs: per-tet stiffness factor, lumped node
+    volumes (m^3), the held nodes, and where each surface vertex rides (tet ``at`` (V,), barycentric ``weights``)."""
+
+    nodes: np.ndarray
+    tets: np.ndarray
+    stiffness: np.ndarray
+    node_volume: np.ndarray
+    held: np.ndarray
+    at: np.ndarray
+    weights: np.ndarray
+
+    def surface(self, cage: np.ndarray) -> np.ndarray:
+        """Surface vertex positions (T, V, 3) carried by lattice node positions ``cage`` (T, N, 3)."""
+        return np.einsum("pk,fpkd->fpd", self.weights.astype(np.float64),
+                         np.asarray(cage)[:, self.tets[self.at]].astype(np.float64))
+
+
+def embed_solid(mesh: Mesh, pins: np.ndarray, volume: float | None, cell: float) -> EmbeddedSolid:
+    """The lattice of cubes of ``cell`` metres that simulates the solid ``mesh`` bounds (``volume``: its exact
+    volume when closed), with ``pins`` (vertex indices) held."""
+    v = mesh.vertices
+    patch = pinned_patch_samples(v, mesh.faces, pins, 0.5 * cell)
+    nodes, tets, fill, node_volume, at, weights = build_cage(np.vstack([v, patch]), v, mesh.faces, cell, volume)
+    # A node is held when it carries weight for a pinned vertex or for a point of the surface the pins span, so
+    # pinned vertices are exactly still and a clamped face is clamped between its vertices too.
+    hold = np.concatenate([pins, np.arange(len(v), len(v) + len(patch))])
+    held = np.unique(tets[at[hold]][weights[hold] > 1e-9]) if hold.size else np.zeros(0, np.int64)
+    if held.size >= len(nodes):
+        raise MeshError("the pins hold the whole body: nothing is left free to move")
+    return EmbeddedSolid(nodes, tets, np.maximum(fill, MIN_FILL), node_volume, held, at[: len(v)],
+                         weights[: len(v)])
+
+
 def simulate_reference(
     vertices,
     faces,
@@ -256,26 +291,14 @@ def simulate_reference(
         nodes, tets = tetrahedralize(mesh)
         positions = simulate_body(nodes, mesh.faces, params, tets=tets, **run)[:, : len(v)]
     else:
-        cell = lattice_cell(v, volume, settings)
-        patch = pinned_patch_samples(v, mesh.faces, pins, 0.5 * cell)
-        nodes, tets, fill, node_volume, at, weights = build_cage(np.vstack([v, patch]), v, mesh.faces, cell,
-                                                                 volume if closed else None)
-        # A node is held when it carries weight for a pinned vertex or for a point of the surface the pins span, so
-        # pinned vertices are exactly still and a clamped face is clamped between its vertices too.
-        hold = np.concatenate([pins, np.arange(len(v), len(v) + len(patch))])
-        held = np.unique(tets[at[hold]][weights[hold] > 1e-9]) if hold.size else np.zeros(0, np.int64)
-        at, weights = at[: len(v)], weights[: len(v)]
-        if held.size >= len(nodes):
-            raise MeshError("the pins hold the whole body: nothing is left free to move")
-        stiffness = np.maximum(fill, MIN_FILL)
+        body = embed_solid(mesh, pins, volume if closed else None, lattice_cell(v, volume, settings))
         if settings.solid_engine == "implicit":
-            cage = simulate_solid(nodes, tets, params, node_volume, held, tet_scale=stiffness, center=v.mean(0),
-                                  progress=progress, should_cancel=should_cancel)
+            cage = simulate_solid(body.nodes, body.tets, params, body.node_volume, body.held, tet_scale=body.stiffness,
+                                  center=v.mean(0), progress=progress, should_cancel=should_cancel)
         else:
-            cage = simulate_body(nodes, tets[:, :3], params, tets=tets, node_mass=node_volume, tet_scale=stiffness,
-                                 pinned=held, center=v.mean(0), **run)
-        positions = np.einsum("pk,fpkd->fpd", weights.astype(np.float64), cage[:, tets[at]].astype(np.float64))
-        positions = positions.astype(np.float32)
+            cage = simulate_body(body.nodes, body.tets[:, :3], params, tets=body.tets, node_mass=body.node_volume,
+                                 tet_scale=body.stiffness, pinned=body.held, center=v.mean(0), **run)
+        positions = body.surface(cage).astype(np.float32)
     positions = np.ascontiguousarray(positions[:, : len(v)])
     positions[:, pins] = v[pins]
     positions[0] = v
