@@ -33,8 +33,8 @@ import torch
 import model_runtime
 from model_runtime import mesh as meshlib
 from model_runtime.dynamics import DTYPE, LatentMap
-from model_runtime.encoding import ENCODER_POINTS, _hold_pins
-from model_runtime.lab.data.implicit_fem import NEWTON_TOLERANCE, STEP_RATE, TetElasticity, _Pattern, node_masses
+from model_runtime.encoding import _hold_pins, decoder_view
+from model_runtime.lab.data.implicit_fem import NEWTON_TOLERANCE, STEP_RATE, TetElasticity, _Pattern, bdf2, node_masses
 from model_runtime.lab.data.reference import REFERENCE, embed_solid, lattice_cell, simulate_reference
 from model_runtime.lab.data.shapes import box_surface
 from model_runtime.lab.data.winding import enclosed_by_winding
@@ -45,35 +45,20 @@ from model_runtime.weights import load_model
 
 
 def decoder_fields(mesh: meshlib.Mesh, pins: np.ndarray, gravity, points: np.ndarray):
-    """The shipped decoder's basis fields at ``points`` (M, 3, P) in metres per unit coefficient, seen in the mesh's
-    own axes as the simulator sees it, with the pins held; and the latent map's Jacobian at rest (P, k)."""
+    """The shipped decoder's basis fields at ``points`` (M, 3, P) in metres per unit coefficient, seen as the
+    simulator sees the mesh (encoding.decoder_view), with the pins held; and the latent map's Jacobian at rest."""
     model = load_model(None)
-    axes = meshlib.principal_frame(mesh, pins, gravity)
-    own = mesh.vertices @ axes
-    lo, hi = own.min(0), own.max(0)
-    center, scale = (lo + hi) / 2, float(np.linalg.norm(hi - lo))
     pin_mask = np.zeros(len(mesh.vertices), np.float32)
     pin_mask[pins] = 1.0
-    rng = np.random.default_rng(0)
-    pts, face, bary = meshlib.sample_surface(mesh, ENCODER_POINTS, rng)
-    flags = torch.as_tensor((bary * pin_mask[mesh.faces[face]]).sum(1), dtype=torch.float32)[None]
-
-    def normalized(x):
-        return torch.as_tensor((x @ axes - center) / scale, dtype=torch.float32)[None]
-
+    axes = meshlib.principal_frame(mesh, pins, gravity)
     with torch.no_grad():
-        tokens, _, code = model.prior(normalized(pts), flags)
-
-        def basis(x, pinned):
-            phi = model.decoder.basis(normalized(x), pinned, tokens)[0].double() * scale
-            return torch.einsum("ij,njp->nip", torch.as_tensor(axes, dtype=DTYPE), phi)
-
-        at_points = basis(points, torch.zeros(1, len(points)))
-        at_vertices = basis(mesh.vertices, torch.as_tensor(pin_mask)[None])
+        basis, code, scale = decoder_view(model, mesh, pin_mask, axes, np.random.default_rng(0))
+        at_points = basis(points, torch.zeros(1, len(points)), DTYPE) * scale
         if len(pins):
+            at_vertices = basis(mesh.vertices, torch.as_tensor(pin_mask)[None], DTYPE) * scale
             at_points, _ = _hold_pins(mesh.vertices, pins, points, at_points, at_vertices, scale)
-        k = model.decoder.coeff.l1.in_features - code.shape[-1]
-        jac = LatentMap(model.decoder.coeff, code[0].double(), torch.eye(k, dtype=DTYPE)).with_derivatives(
+        k = model.decoder.coeff.l1.in_features - len(code)
+        jac = LatentMap(model.decoder.coeff, code.double(), torch.eye(k, dtype=DTYPE)).with_derivatives(
             np.zeros(k), np.zeros(k))[1]
     return at_points.numpy(), jac
 
@@ -127,16 +112,9 @@ class ReducedSolid:
         return self.x0 + (U @ q).reshape(self.x0.shape)
 
     def _step(self, U, gravity, q, qd, q_prev, qd_prev, h):
-        """One BDF2 step (backward Euler first) as in implicit_fem._Stepper, Newton in q."""
+        """One BDF2 step (backward Euler first) of implicit_fem's incremental potential, Newton in q."""
         p, r = self.params, U.shape[1]
-        if q_prev is None:
-            tau2, alpha, qp, q_hat = h * h, 1.0 / h, q, q + h * qd
-            y = q_hat.copy()
-        else:
-            tau2, alpha = 4.0 / 9.0 * h * h, 1.5 / h
-            qp = (4.0 * q - q_prev) / 3.0
-            q_hat = qp + 2.0 / 3.0 * h * (4.0 * qd - qd_prev) / 3.0
-            y = q + h * (1.5 * qd - 0.5 * qd_prev)
+        tau2, alpha, qp, q_hat, y = bdf2(q, qd, q_prev, qd_prev, h)
         # U is M-orthonormal: the reduced mass is the identity and drag is c I
         damp = p.drag * np.eye(r) + p.damping * (U.T @ (self.stiffness(self._place(U, q)) @ U))
 
@@ -187,24 +165,21 @@ def run_case(name: str, mesh: meshlib.Mesh, params: SimParams, counts=(8, 16, 32
     print("|---|---|---|---|---|---|")
     peak_ref = np.linalg.norm(ref - v, axis=-1).max()
 
-    def row(label, positions, seconds):
+    def row(label, dims, positions, seconds):
         err = float(vertex_error(positions, ref, diag)[1:].mean())
         peak = np.linalg.norm(positions - v, axis=-1).max() / peak_ref
-        dims = "" if label == "shipped simulator" else positions_dims[0]
         print(f"| {label} | {dims} | {err:.4f} | {rest_err / err:.2f} | {peak:.2f} | {seconds:.1f} |", flush=True)
 
-    positions_dims = [""]
-    row("shipped simulator", model, t_model)
+    row("shipped simulator", "", model, t_model)
     modes = solid.modes(max(counts))
     bases = [(f"modes {c}", modes[:, :c]) for c in counts]
     bases += [("latent (near rest)", fields @ jac), ("fields", fields)]
     bases += [(f"fields + modes {c}", np.hstack([fields, modes[:, :c]])) for c in counts[:2]]
     for label, U in bases:
         U = solid.orthonormal(U)
-        positions_dims[0] = str(U.shape[1])
         t = time.perf_counter()
         cage = solid.simulate(U)
-        row(label, body.surface(cage), time.perf_counter() - t)
+        row(label, U.shape[1], body.surface(cage), time.perf_counter() - t)
 
 
 def main(argv=None) -> int:

@@ -58,35 +58,42 @@ class Encoding:
         return self.queries[:len(self.queries) - self.anchors]
 
 
-def encode_mesh(model: NeuROK, mesh: meshlib.Mesh, pins: np.ndarray, axes: np.ndarray) -> Encoding:
-    """What the network says about the mesh, seen in its own ``axes`` (mesh.principal_frame), so
-    that it turns with the scene: physics does not depend on which way the scene faces."""
-    rng = np.random.default_rng(0)  # fixed: the same mesh always gets the same samples
+def decoder_view(model: NeuROK, mesh: meshlib.Mesh, pin_mask: np.ndarray, axes: np.ndarray,
+                 rng: np.random.Generator):
+    """The network's view of the mesh in its own ``axes``: encodes ENCODER_POINTS surface samples drawn from
+    ``rng`` and returns ``basis(points, pinned, dtype)``, the decoder's normalized basis fields (N, 3, P) at points
+    (N, 3) in world axes (``pinned``: (1, N) flags), with the shape code and the diagonal the network normalizes by."""
     own = mesh.vertices @ axes
     lo, hi = own.min(0), own.max(0)
     center, scale = (lo + hi) / 2, float(np.linalg.norm(hi - lo))
-    pin_mask = np.zeros(len(mesh.vertices), np.float32)
-    pin_mask[pins] = 1.0
 
     def normalized(x):
         return torch.as_tensor((x @ axes - center) / scale, dtype=torch.float32)[None]
 
-    def to_world(phi):  # fields (N, 3, P) from the mesh's own axes to world axes
+    pts, face, bary = meshlib.sample_surface(mesh, ENCODER_POINTS, rng)
+    flags = torch.as_tensor((bary * pin_mask[mesh.faces[face]]).sum(1), dtype=torch.float32)[None]
+    tokens, _, code = model.prior(normalized(pts), flags)
+
+    def basis(points, pinned, dtype=torch.float32):  # fields from the mesh's own axes to world axes
+        phi = model.decoder.basis(normalized(points), pinned, tokens)[0].to(dtype)
         return torch.einsum("ij,njp->nip", torch.as_tensor(axes, dtype=phi.dtype), phi)
 
-    def surface(n):
-        pts, face, bary = meshlib.sample_surface(mesh, n, rng)
-        flags = (bary * pin_mask[mesh.faces[face]]).sum(1)
-        return pts, torch.as_tensor(flags, dtype=torch.float32)[None]
+    return basis, code[0], scale
 
-    enc_pts, enc_pin = surface(ENCODER_POINTS)
-    tokens, _, code = model.prior(normalized(enc_pts), enc_pin)
-    queries, q_pin = surface(QUERY_POINTS)
-    phi_q = to_world(model.decoder.basis(normalized(queries), q_pin, tokens)[0].double())
+
+def encode_mesh(model: NeuROK, mesh: meshlib.Mesh, pins: np.ndarray, axes: np.ndarray) -> Encoding:
+    """What the network says about the mesh, seen in its own ``axes`` (mesh.principal_frame), so
+    that it turns with the scene: physics does not depend on which way the scene faces."""
+    rng = np.random.default_rng(0)  # fixed: the same mesh always gets the same samples
+    pin_mask = np.zeros(len(mesh.vertices), np.float32)
+    pin_mask[pins] = 1.0
+    basis, code, scale = decoder_view(model, mesh, pin_mask, axes, rng)
+    queries, face, bary = meshlib.sample_surface(mesh, QUERY_POINTS, rng)
+    q_pin = torch.as_tensor((bary * pin_mask[mesh.faces[face]]).sum(1), dtype=torch.float32)[None]
+    phi_q = basis(queries, q_pin, torch.float64)
     vertex_pin = torch.as_tensor(pin_mask)[None]
     phi_v = torch.cat([  # float32: at ~0.8 kB a vertex it is the largest thing kept per mesh
-        to_world(model.decoder.basis(normalized(mesh.vertices[i:i + VERTEX_CHUNK]),
-                                     vertex_pin[:, i:i + VERTEX_CHUNK], tokens)[0])
+        basis(mesh.vertices[i:i + VERTEX_CHUNK], vertex_pin[:, i:i + VERTEX_CHUNK])
         for i in range(0, len(mesh.vertices), VERTEX_CHUNK)])
     if len(pins):
         phi_q, phi_v = _hold_pins(mesh.vertices, pins, queries, phi_q, phi_v, scale)
@@ -99,7 +106,7 @@ def encode_mesh(model: NeuROK, mesh: meshlib.Mesh, pins: np.ndarray, axes: np.nd
     centroid = (mesh.vertices[mesh.faces].mean(1) * areas[:, None]).sum(0) / areas.sum()
     return Encoding(vertices=mesh.vertices, axes=axes, scale=scale, queries=queries,
                     centroid=centroid, phi_q=phi_q, phi_v=phi_v,
-                    code=code[0].double(), springs=_spring_graph(queries / scale, rng, closed),
+                    code=code.double(), springs=_spring_graph(queries / scale, rng, closed),
                     pinned=bool(len(pins)), closed=closed, area=meshlib.total_area(mesh),
                     volume=meshlib.enclosed_volume(mesh) if closed else 0.0, faces=mesh.faces,
                     pins=pins, anchors=len(anchors))

@@ -206,6 +206,17 @@ def simulate_solid(
     return out
 
 
+def bdf2(x, v, x_prev, v_prev, h):
+    """A BDF2 step's terms (backward Euler's when there is no previous state): tau^2 and alpha (the new velocity
+    is alpha (x_new - x_p)), x_p, the inertial target x_hat, and where Newton starts."""
+    if x_prev is None:
+        return h * h, 1.0 / h, x, x + h * v, x + h * v
+    xp = (4.0 * x - x_prev) / 3.0
+    # Newton starts where the velocity's trend points (Adams-Bashforth 2), not at the inertial target
+    x_hat = xp + 2.0 / 3.0 * h * (4.0 * v - v_prev) / 3.0
+    return 4.0 / 9.0 * h * h, 1.5 / h, xp, x_hat, x + h * (1.5 * v - 0.5 * v_prev)
+
+
 class _Stepper:
     """BDF2 steps of one body, by Newton's method made cheap where the body changes slowly.
 
@@ -234,12 +245,7 @@ class _Stepper:
 
     def step(self, x, v, x_prev, v_prev, h):
         """One BDF2 step of size h (backward Euler when there is no previous state); returns the next state."""
-        if x_prev is None:
-            tau2, alpha, xp, x_hat = h * h, 1.0 / h, x, x + h * v
-        else:
-            tau2, alpha = 4.0 / 9.0 * h * h, 1.5 / h
-            xp = (4.0 * x - x_prev) / 3.0
-            x_hat = xp + 2.0 / 3.0 * h * (4.0 * v - v_prev) / 3.0
+        tau2, alpha, xp, x_hat, start = bdf2(x, v, x_prev, v_prev, h)
         p, m, free, ground = self.params, self.m, self.free, self.params.ground
         full = x.copy()
 
@@ -306,10 +312,7 @@ class _Stepper:
             self.factor_contact = in_contact(y_)
             return -self._solve(g_)
 
-        if x_prev is None:
-            y = y_hat.copy()
-        else:  # Newton starts where the velocity's trend points (Adams-Bashforth 2), not at the inertial target
-            y = (x + h * (1.5 * v - 0.5 * v_prev)).ravel()[free]
+        y = start.ravel()[free]
         energy, g = evaluate(y)
         chord = CHORD_ITERATIONS > 0 and self.factor is not None and chord_fits(y)
         dy = -self._solve(g) if chord else newton_direction(y, g)
