@@ -88,6 +88,24 @@ class ReducedSolid:
         U[free] = vec
         return U
 
+    def modal_derivatives(self, modes: np.ndarray) -> np.ndarray:
+        """Barbic and James's (2005) modal derivatives of the given modes (3N, m(m+1)/2): the static response
+        K Psi_ij = -(dK/dq_i) Phi_j to the change of stiffness along one mode acting on another, which carries the
+        second-order stretch that linearized rotations leave out. dK/dq_i by central differences."""
+        free = ~self.held
+        solve = spla.factorized(self.stiffness(self.x0)[free][:, free].tocsc())
+        step = 1e-4 * self.edge / np.abs(modes).max(axis=0)  # a small fraction of a lattice edge along each mode
+        slopes = [(self.stiffness(self.x0 + (s * u).reshape(self.x0.shape))
+                   - self.stiffness(self.x0 - (s * u).reshape(self.x0.shape))) / (2.0 * s)
+                  for u, s in zip(modes.T, step)]
+        out = []
+        for i in range(modes.shape[1]):
+            for j in range(i, modes.shape[1]):
+                psi = np.zeros(len(self.m))
+                psi[free] = solve(-(slopes[i] @ modes[:, j])[free])
+                out.append(psi)
+        return np.stack(out, axis=1)
+
     def orthonormal(self, U: np.ndarray) -> np.ndarray:
         """An M-orthonormal basis of U's span (held rows zeroed), without its near-dependent directions."""
         U = np.where(self.held[:, None], 0.0, U)
@@ -140,7 +158,8 @@ class ReducedSolid:
         return y, alpha * (y - qp), q, qd
 
 
-def run_case(name: str, mesh: meshlib.Mesh, params: SimParams, counts=(8, 16, 32, 64)) -> None:
+def run_case(name: str, mesh: meshlib.Mesh, params: SimParams, counts=(8, 16, 32, 64), derivative_counts=(4, 6),
+             only_derivatives: bool = False) -> None:
     v, f = mesh.vertices, mesh.faces
     pins = np.asarray(params.pins, np.int64)
     t = time.perf_counter()
@@ -172,9 +191,13 @@ def run_case(name: str, mesh: meshlib.Mesh, params: SimParams, counts=(8, 16, 32
 
     row("shipped simulator", "", model, t_model)
     modes = solid.modes(max(counts))
-    bases = [(f"modes {c}", modes[:, :c]) for c in counts]
-    bases += [("latent (near rest)", fields @ jac), ("fields", fields)]
-    bases += [(f"fields + modes {c}", np.hstack([fields, modes[:, :c]])) for c in counts[:2]]
+    bases = [] if only_derivatives else [(f"modes {c}", modes[:, :c]) for c in counts] + [
+        ("latent (near rest)", fields @ jac), ("fields", fields)] + [
+        (f"fields + modes {c}", np.hstack([fields, modes[:, :c]])) for c in counts[:2]]
+    for m in derivative_counts:
+        derivatives = np.hstack([modes[:, :m], solid.modal_derivatives(modes[:, :m])])
+        bases.append((f"modes {m} + their derivatives", derivatives))
+    bases.append((f"fields + modes {m} + their derivatives", np.hstack([fields, derivatives])))
     for label, U in bases:
         U = solid.orthonormal(U)
         t = time.perf_counter()
@@ -188,6 +211,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--beam", action="store_true", help="the rubber box cantilever of issue 22 instead")
     ap.add_argument("--poisson", type=float, default=None, help="Poisson ratio (default: the preset's)")
+    ap.add_argument("--derivatives-only", action="store_true", help="only the modal-derivative bases")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     frames = int(round(24 * args.seconds))
@@ -200,14 +224,14 @@ def main(argv=None) -> int:
         params = make_params(frames=frames, material="rubber", stiffness=1e6, drag=0.0, damping=0.0, pins=pins,
                              poisson=args.poisson, num_vertices=len(v))
         run_case(f"rubber box cantilever L 0.3 m, side 0.06 m, E 1 MPa, Poisson {params.poisson}, no drag or damping",
-                 mesh, params)
+                 mesh, params, only_derivatives=args.derivatives_only)
     else:
         mesh = normalize_mesh(meshlib.read_obj(args.mesh), 0.5)
         pins = default_pins(mesh)
         params = make_params(frames=frames, material="jelly", drag=0.5, pins=pins, poisson=args.poisson,
                              num_vertices=len(mesh.vertices))
         run_case(f"{args.mesh.split('/')[-1]} 0.5 m, jelly, Poisson {params.poisson}, drag 0.5, lowest 10% pinned",
-                 mesh, params)
+                 mesh, params, only_derivatives=args.derivatives_only)
     return 0
 
 

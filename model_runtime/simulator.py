@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from . import continuum_solid
 from . import mesh as meshlib
 from .body import Plan, _rigid_fields, build_body
 from .dynamics import DTYPE, State, quat_to_matrix
@@ -34,6 +35,7 @@ class Simulator:
         self.coeff = self.model.decoder.coeff
         self.locking = self.model.calibration.get("locking")
         self._cache: tuple[str, Encoding] | None = None
+        self._subspace: tuple[str, continuum_solid.Subspace] | None = None
 
     @torch.no_grad()
     def simulate(self, vertices, faces, params: SimParams, progress: Progress | None = None,
@@ -44,6 +46,8 @@ class Simulator:
             raise SimulationError("pin indices do not fit this mesh")
         meshlib.check_pins(mesh, params.pins)
         progress = progress or (lambda fraction, message: None)
+        if continuum_solid.applies(mesh, params):
+            return self._continuum(mesh, params, progress, should_cancel)
         progress(0.0, "encoding mesh")
         enc = self.encode(mesh, params.pins, params.gravity)
         plan = build_body(enc, params, self.coeff, self.locking)
@@ -57,6 +61,20 @@ class Simulator:
                                   "material, a lower gravity or more drag")
         progress(1.0, "done")
         return positions
+
+    def _continuum(self, mesh: meshlib.Mesh, params: SimParams, progress: Progress,
+                   should_cancel: Callable[[], bool] | None) -> np.ndarray:
+        """A pinned solid through its modes and modal derivatives (``continuum_solid``); the subspace is kept
+        per mesh, pins and Poisson ratio, so a re-simulate after any other change only integrates."""
+        key = hashlib.sha1(mesh.vertices.tobytes() + mesh.faces.tobytes() + params.pins.tobytes()
+                           + np.float64(params.poisson).tobytes()).hexdigest()
+        if self._subspace is None or self._subspace[0] != key:
+            progress(0.0, "building the solid's modes")
+            self._subspace = (key, continuum_solid.build_subspace(mesh, params.pins, params.poisson))
+        progress(0.05, "integrating the solid's dynamics")
+        return continuum_solid.simulate(self._subspace[1], mesh, params,
+                                        lambda fraction, message: progress(0.05 + 0.95 * fraction, message),
+                                        should_cancel)
 
     @torch.no_grad()
     def encode(self, mesh: meshlib.Mesh, pins: np.ndarray, gravity=(0.0, 0.0, 0.0)) -> Encoding:

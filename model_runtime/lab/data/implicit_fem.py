@@ -81,12 +81,16 @@ class TetElasticity:
         """Energy (J) per frame of positions (T, N, 3)."""
         return np.array([self.energy(np.asarray(x, np.float64)) for x in positions])
 
-    def energy_and_gradient(self, x: np.ndarray) -> tuple[float, np.ndarray]:
-        """The energy (J) and dPsi/dx (N, 3), minus the elastic forces, from one evaluation of F."""
+    def element_energy_and_gradients(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """The energy (J) and each tet's dPsi/dx at its four nodes (M, 4, 3), from one evaluation of F."""
         F = self.deformation(x)
         energy = float((self._weight_t * elasticity.neo_hookean_energy(F, self.mu, self.lam)).sum())
         P = elasticity.neo_hookean_stress(F, self.mu, self.lam)
-        per_node = (self._grad_t @ (self._weight_t[:, None, None] * P).transpose(1, 2)).numpy()
+        return energy, (self._grad_t @ (self._weight_t[:, None, None] * P).transpose(1, 2)).numpy()
+
+    def energy_and_gradient(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """The energy (J) and dPsi/dx (N, 3), minus the elastic forces, from one evaluation of F."""
+        energy, per_node = self.element_energy_and_gradients(x)
         idx = self.tets.ravel()
         return energy, np.stack([np.bincount(idx, per_node[:, :, i].ravel(), self.n) for i in range(3)], 1)
 

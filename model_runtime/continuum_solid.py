@@ -1,0 +1,304 @@
+"""Pinned solids: the continuum's own dynamics in the subspace of the body's low vibration modes and their modal
+derivatives.
+
+The solid is embedded in the validated reference's lattice (``reference.embed_solid``: the same cubes, held nodes
+and surface weights), and its nodes move as x = X + U q. U spans the lattice's lowest linear vibration modes about
+rest, pins held, and their modal derivatives (Barbic and James 2005), the static response to the change of
+stiffness along one mode acting on another: linear modes alone rotate by stretching and lock under large bending
+(docs/decisions.md). q follows the reference's own BDF2 incremental potential (stable Neo-Hookean, lumped masses,
+drag c M, Rayleigh beta K, pins exact) minimized by Newton in q, with the elastic energy integrated by an optimized
+cubature (An, Kim and James 2008): a few hundred of the lattice's tets with non-negative weights that reproduce the
+reduced forces of training poses on the modes' quadratic manifold.
+
+What does not depend on E or density is built once per mesh, pins and Poisson ratio (``Subspace``): for a fixed
+Poisson ratio the energy is proportional to E, and the unit-density M-orthonormal modes span the same space at any
+density, so a re-simulate after a stiffness, mass, drag or gravity change only integrates.
+"""
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.optimize as opt
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from .errors import Cancelled, SimulationError
+from .frame_motion import FrameMotion
+from .lab.data.implicit_fem import NEWTON_TOLERANCE, STEP_RATE, TetElasticity, _Pattern, bdf2, node_masses
+from .lab.data.reference import REFERENCE, EmbeddedSolid, embed_solid, lattice_cell
+from .lab.data.winding import enclosed_by_winding
+from .mesh import Mesh, bbox_diagonal, enclosed_volume, is_closed
+from .params import SimParams
+from .wind import make_wind
+
+MODES = 8  # lowest vibration modes kept; with their 36 modal derivatives the subspace has up to 44 dimensions
+CANDIDATES = 4000  # lattice tets the cubature chooses from (a random sample of them when there are more)
+POSES = 48  # training poses for the cubature
+POSE_REACH = (0.003, 0.3)  # a pose's largest node displacement, as a fraction of the diagonal (log-uniform)
+CUBATURE_ERROR = 0.01  # relative error of the training poses' reduced forces at which the cubature stops growing
+MAX_CUBATURE = 600  # tets at most in the cubature
+MAX_NEWTON = 40  # iterations per step before the step is given up
+CHORD_ITERATIONS = 4  # iterations on one reduced stiffness before it is retaken
+
+
+@dataclass
+class Subspace:
+    """The solid's lattice and reduced basis for one mesh, pin set and Poisson ratio.
+
+    ``basis`` (3N, r) is M-orthonormal for unit density (so the reduced mass is density x I), zero on held nodes;
+    ``vertex_basis`` (V, 3, r) carries it to the surface; the cubature is ``tets`` (C, 4) with ``weights`` (C,)
+    multiplying each tet's stiffness factor and volume."""
+
+    body: EmbeddedSolid
+    basis: np.ndarray
+    vertex_basis: np.ndarray
+    tets: np.ndarray
+    weights: np.ndarray
+    edge: float  # m, the lattice's typical tet edge: Newton's tolerance is a fraction of it
+    cubature_error: float  # relative reduced-force error over the training poses
+
+    @property
+    def dims(self) -> int:
+        return self.basis.shape[1]
+
+
+def applies(mesh: Mesh, params: SimParams) -> bool:
+    """Whether this path simulates the body: a closed solid with pins and no ground or colliders (contact is still
+    the spring network's)."""
+    return is_closed(mesh) and len(params.pins) > 0 and params.ground is None and not params.colliders
+
+
+def build_subspace(mesh: Mesh, pins: np.ndarray, poisson: float, seed: int = 0) -> Subspace:
+    """Embed the solid, take its modes and modal derivatives and fit the cubature (a few seconds)."""
+    volume = enclosed_volume(mesh) if is_closed(mesh) else None
+    cell = lattice_cell(mesh.vertices, volume or enclosed_by_winding(mesh), REFERENCE)
+    body = embed_solid(mesh, np.asarray(pins, np.int64), volume, cell)
+    unit = SimParams(stiffness=1.0, density=1.0, poisson=poisson)
+    lattice = Lattice(body, unit)
+    modes = lattice.modes(MODES)
+    derivatives = lattice.modal_derivatives(modes)
+    basis = lattice.orthonormal(np.hstack([modes, derivatives]))
+    rng = np.random.default_rng(seed)
+    poses = quadratic_poses(modes, derivatives, lattice, bbox_diagonal(mesh.vertices), rng)
+    tets, weights, error = fit_cubature(lattice, basis, poses, rng)
+    weights = weights * body.stiffness[tets]
+    carried = basis.reshape(len(body.nodes), 3, -1)[body.tets[body.at]]  # (V, 4, 3, r)
+    vertex_basis = np.einsum("vk,vkdr->vdr", body.weights.astype(np.float64), carried)
+    return Subspace(body, basis, vertex_basis, body.tets[tets], weights, lattice.edge, error)
+
+
+class Lattice:
+    """The whole lattice's elasticity and masses: what the modes, modal derivatives and cubature are built from
+    (and the reduced runs of ``benchmarks/lattice_subspace.py``)."""
+
+    def __init__(self, body: EmbeddedSolid, params: SimParams):
+        self.x0 = body.nodes.astype(np.float64)
+        self.elastic = TetElasticity(self.x0, body.tets, params, body.stiffness)
+        n = len(self.x0)
+        self.pattern = _Pattern(body.tets, np.arange(3 * n))
+        self.m = np.repeat(node_masses(body.node_volume, params.density), 3)
+        self.held = np.zeros(3 * n, bool)
+        self.held[(3 * body.held[:, None] + np.arange(3)).ravel()] = True
+        self.edge = float(np.cbrt(6.0 * np.median(self.elastic.volume)))
+
+    def stiffness(self, x: np.ndarray) -> sp.csr_matrix:
+        return self.pattern.matrix(self.pattern.assemble(self.elastic.hessian_blocks(x)), np.zeros(len(self.m)))
+
+    def modes(self, count: int) -> np.ndarray:
+        """The ``count`` lowest linear vibration modes about rest (3N, count), zero on held nodes."""
+        free = ~self.held
+        K = self.stiffness(self.x0)[free][:, free].tocsc()
+        _, vec = spla.eigsh(K, k=count, M=sp.diags(self.m[free]).tocsc(), sigma=0.0, which="LM")
+        U = np.zeros((len(self.m), count))
+        U[free] = vec
+        return U
+
+    def modal_derivatives(self, modes: np.ndarray) -> np.ndarray:
+        """Modal derivatives (3N, m(m+1)/2): K Psi_ij = -(dK/dq_i) Phi_j, dK/dq_i by central differences."""
+        free = ~self.held
+        solve = spla.factorized(self.stiffness(self.x0)[free][:, free].tocsc())
+        step = 1e-4 * self.edge / np.abs(modes).max(axis=0)  # a small fraction of a lattice edge along each mode
+        slopes = [(self.stiffness(self.x0 + (s * u).reshape(self.x0.shape))
+                   - self.stiffness(self.x0 - (s * u).reshape(self.x0.shape))) / (2.0 * s)
+                  for u, s in zip(modes.T, step)]
+        out = []
+        for i in range(modes.shape[1]):
+            for j in range(i, modes.shape[1]):
+                psi = np.zeros(len(self.m))
+                psi[free] = solve(-(slopes[i] @ modes[:, j])[free])
+                out.append(psi)
+        return np.stack(out, axis=1)
+
+    def orthonormal(self, U: np.ndarray) -> np.ndarray:
+        """An M-orthonormal basis of U's span (held rows zeroed), without its near-dependent directions."""
+        U = np.where(self.held[:, None], 0.0, U)
+        lam, vec = np.linalg.eigh(U.T @ (self.m[:, None] * U))
+        keep = lam > 1e-10 * lam.max()
+        return U @ (vec[:, keep] / np.sqrt(lam[keep]))
+
+
+def quadratic_poses(modes: np.ndarray, psi: np.ndarray, lattice: Lattice, diagonal: float,
+                    rng: np.random.Generator) -> np.ndarray:
+    """Training displacements (P, 3N) on the modes' quadratic manifold, u = Phi a + 1/2 sum_ij Psi_ij a_i a_j (the
+    shape a modal amplitude a bends the body into), with lower modes larger (a_i ~ 1/omega_i, as under a load) and
+    the largest displacement log-uniform over POSE_REACH of the diagonal."""
+    K = modes.T @ (lattice.stiffness(lattice.x0) @ modes)
+    omega = np.sqrt(np.maximum(np.diag(K), 1e-30))
+    pairs = [(i, j) for i in range(modes.shape[1]) for j in range(i, modes.shape[1])]
+    out = []
+    for reach in np.exp(rng.uniform(*np.log(POSE_REACH), POSES)):
+        a = rng.normal(size=modes.shape[1]) / omega
+        u = modes @ a
+        scale = reach * diagonal / np.abs(u.reshape(-1, 3)).max()
+        a *= scale
+        quad = np.array([(0.5 if i == j else 1.0) * a[i] * a[j] for i, j in pairs])
+        out.append(modes @ a + psi @ quad)
+    return np.stack(out)
+
+
+def fit_cubature(lattice: Lattice, basis: np.ndarray, poses: np.ndarray, rng: np.random.Generator):
+    """Greedy non-negative cubature (An, Kim and James 2008): tets and weights (each multiplying the tet's whole
+    contribution on the lattice) whose weighted reduced forces match the whole lattice's on every training pose, each pose's
+    rows normalized by its force. Returns (tet indices, weights, relative error)."""
+    tets = lattice.elastic.tets
+    pool = np.arange(len(tets)) if len(tets) <= CANDIDATES else np.sort(rng.choice(len(tets), CANDIDATES, False))
+    carried = basis.reshape(len(lattice.x0), 3, -1)[tets].reshape(len(tets), 12, -1)  # (M, 12, r)
+    rows, target = [], []
+    for u in poses:
+        _, g = lattice.elastic.element_energy_and_gradients(lattice.x0 + u.reshape(-1, 3))
+        per_tet = np.einsum("mk,mkr->mr", g.reshape(len(tets), 12), carried)  # reduced force of each tet
+        total = per_tet.sum(0)
+        norm = np.linalg.norm(total) or 1.0
+        rows.append(per_tet[pool].T / norm)
+        target.append(total / norm)
+    A, b = np.vstack(rows), np.concatenate(target)
+    chosen, w, residual = [], np.zeros(0), b.copy()
+    while len(chosen) < MAX_CUBATURE:
+        score = A.T @ residual
+        score[chosen] = -np.inf
+        batch = np.argsort(score)[-max(1, len(chosen) // 10):]
+        chosen.extend(int(k) for k in batch if score[k] > 0)
+        w, _ = opt.nnls(A[:, chosen], b, maxiter=50 * len(chosen))
+        residual = b - A[:, chosen] @ w
+        if np.linalg.norm(residual) <= CUBATURE_ERROR * np.linalg.norm(b) or score[batch].max() <= 0:
+            break
+    keep = w > 0
+    return pool[np.asarray(chosen)[keep]], w[keep], float(np.linalg.norm(residual) / np.linalg.norm(b))
+
+
+class ReducedElasticity:
+    """The cubature's energy, reduced force and reduced stiffness of q, for one material."""
+
+    def __init__(self, sub: Subspace, params: SimParams):
+        nodes, local = np.unique(sub.tets, return_inverse=True)
+        self.x0 = sub.body.nodes[nodes].astype(np.float64)
+        self.U = sub.basis.reshape(len(sub.body.nodes), 3, -1)[nodes]  # (n, 3, r)
+        self.elastic = TetElasticity(self.x0, local.reshape(-1, 4), params, sub.weights)
+        self.carried = self.U[self.elastic.tets].reshape(len(sub.tets), 12, -1)  # (C, 12, r)
+        # Newton stops when no node moves by NEWTON_TOLERANCE of an edge: |U dq| <= |dq| . (largest |U| per column)
+        self.reach = np.abs(sub.basis).max(axis=0)
+        self.tolerance = NEWTON_TOLERANCE * sub.edge
+
+    def _x(self, q: np.ndarray) -> np.ndarray:
+        return self.x0 + self.U @ q
+
+    def energy_and_force(self, q: np.ndarray) -> tuple[float, np.ndarray]:
+        """Elastic energy (J) and its gradient in q (r,)."""
+        e, g = self.elastic.element_energy_and_gradients(self._x(q))
+        return e, g.reshape(-1) @ self.carried.reshape(-1, self.carried.shape[-1])
+
+    def stiffness(self, q: np.ndarray) -> np.ndarray:
+        """The PSD-projected reduced stiffness U^T K U (r, r)."""
+        HU = self.elastic.hessian_blocks(self._x(q)) @ self.carried
+        return self.carried.reshape(-1, self.carried.shape[-1]).T @ HU.reshape(-1, HU.shape[-1])
+
+
+Progress = Callable[[float, str], None]
+
+
+def simulate(sub: Subspace, mesh: Mesh, params: SimParams, progress: Progress | None = None,
+             should_cancel: Callable[[], bool] | None = None) -> np.ndarray:
+    """Vertex positions (frames + 1, V, 3) float32 from rest: BDF2 steps (backward Euler first) of the reference's
+    incremental potential in q, STEP_RATE steps per simulated second at least."""
+    p = params
+    rho, r = p.density, sub.dims
+    elastic = ReducedElasticity(sub, p)
+    n = len(sub.body.nodes)
+    x0 = sub.body.nodes.astype(np.float64)
+    m = node_masses(sub.body.node_volume, 1.0)  # kg per unit density
+    U3 = sub.basis.reshape(n, 3, r)
+    mU = (m[:, None, None] * U3)  # what turns node accelerations into reduced forces (x density)
+    wind = make_wind(p.wind)
+    frame = None if p.frame_motion is None else FrameMotion(p.frame_motion, p.fps)
+    gravity = np.asarray(p.gravity, np.float64)
+
+    steady = rho * np.einsum("nds,d->s", mU, gravity)
+
+    def push(t, q, qd):
+        """Reduced external force: gravity, wind and an animated object's inertial forces at time t (explicit)."""
+        if wind is None and frame is None:
+            return steady
+        x, xd = x0 + U3 @ q, U3 @ qd
+        a = np.broadcast_to(gravity, x.shape) if wind is None else gravity + wind.acceleration(t, x)
+        if frame is not None:
+            felt, turn = frame.acceleration(t, x, xd)
+            a = a @ turn - felt
+        return rho * np.einsum("nds,nd->s", mU, a)
+
+    steps = max(1, math.ceil(STEP_RATE / p.fps - 1e-9))
+    h = 1.0 / (p.fps * steps)
+    # initial velocity of every free node, projected M-orthogonally onto the subspace
+    qd0 = np.einsum("nds,d->s", mU, np.asarray(p.initial_velocity, np.float64))
+    state = (np.zeros(r), qd0, None, None)
+    qs = [state[0]]
+    for frame_index in range(p.frames):
+        if should_cancel is not None and should_cancel():
+            raise Cancelled("simulation cancelled")
+        for k in range(steps):
+            t = (frame_index * steps + k) * h
+            state = _step(elastic, rho, p, push(t, state[0], state[1]), *state, h)
+        qs.append(state[0])
+        if progress is not None:
+            progress((frame_index + 1) / p.frames, f"frame {frame_index + 1} of {p.frames}")
+    Q = np.stack(qs)
+    out = (mesh.vertices[None] + np.einsum("vdr,tr->tvd", sub.vertex_basis, Q)).astype(np.float32)
+    out[:, params.pins] = mesh.vertices[params.pins]
+    if not np.isfinite(out).all():
+        raise SimulationError("the simulation produced non-finite positions; try a stiffer material, a lower "
+                              "gravity or more drag")
+    return out
+
+
+def _step(elastic: ReducedElasticity, rho: float, p: SimParams, force: np.ndarray, q, qd, q_prev, qd_prev, h):
+    """One BDF2 step of Phi(y) = rho/2 |y - q_hat|^2 + tau^2 [Psi(y) - f.y + alpha/2 |y - q_p|_D^2] with
+    D = c rho I + beta K(q); returns the next (q, qd, q_prev, qd_prev). Newton's matrix is the step's start's
+    stiffness, retaken where the iterations stall (the r x r solve is free; the stiffness is what costs), with a
+    backtracking line search on Phi."""
+    r = len(q)
+    tau2, alpha, qp, q_hat, y = bdf2(q, qd, q_prev, qd_prev, h)
+    K = elastic.stiffness(q)
+    damp = p.drag * rho * np.eye(r) + p.damping * K
+
+    def potential(y_):
+        e, g = elastic.energy_and_force(y_)
+        d = y_ - qp
+        phi = 0.5 * rho * (y_ - q_hat) @ (y_ - q_hat) + tau2 * (e - force @ y_ + 0.5 * alpha * d @ damp @ d)
+        return phi, rho * (y_ - q_hat) + tau2 * (g - force + alpha * damp @ d)
+
+    phi, g = potential(y)
+    for iteration in range(MAX_NEWTON):
+        if iteration and iteration % CHORD_ITERATIONS == 0:
+            K = elastic.stiffness(y)
+        dy = -np.linalg.solve(rho * np.eye(r) + tau2 * (K + alpha * damp), g)
+        s = 1.0
+        while True:
+            phi_new, g_new = potential(y + s * dy)
+            if phi_new <= phi + 1e-4 * s * (g @ dy) or s < 1e-6:
+                break
+            s *= 0.5
+        y, phi, g = y + s * dy, phi_new, g_new
+        if s * float(np.abs(dy) @ elastic.reach) <= elastic.tolerance:
+            return y, alpha * (y - qp), q, qd
+    raise SimulationError("the solid's step did not converge; try a stiffer material, a lower gravity or more drag")
