@@ -15,6 +15,7 @@ Poisson ratio the energy is proportional to E, and the unit-density M-orthonorma
 density, so a re-simulate after a stiffness, mass, drag or gravity change only integrates.
 """
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,16 +25,20 @@ import scipy.optimize as opt
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from .bdf2 import NEWTON_TOLERANCE, STEP_RATE, bdf2
 from .errors import Cancelled, SimulationError
 from .frame_motion import FrameMotion
-from .lab.data.implicit_fem import NEWTON_TOLERANCE, STEP_RATE, TetElasticity, _Pattern, bdf2, node_masses
-from .lab.data.reference import REFERENCE, EmbeddedSolid, embed_solid, lattice_cell
-from .lab.data.winding import enclosed_by_winding
+from .lattice import EmbeddedSolid, LatticeSize, embed_solid, lattice_cell
 from .mesh import Mesh, bbox_diagonal, enclosed_volume, is_closed
 from .params import SimParams
+from .tets import StiffnessPattern, TetElasticity, node_masses
 from .wind import make_wind
+from .winding import enclosed_by_winding
 
-MODES = 8  # lowest vibration modes kept; with their 36 modal derivatives the subspace has up to 44 dimensions
+# The reference's lattice, finer across slender bodies: linear tets lock in bending at Poisson 0.45, and the L/a 5
+# rubber cantilever sags 0.84 of Euler-Bernoulli at the reference's 8 cells across its thickness, 0.90 at 12.
+LATTICE = LatticeSize(min_cells_across=12, max_lattice_cells=12_000)
+MODES = 8  # lowest vibration modes kept; with their 36 modal derivatives and 3 static loads, up to 47 dimensions
 CANDIDATES = 4000  # lattice tets the cubature chooses from (a random sample of them when there are more)
 POSES = 48  # training poses for the cubature
 POSE_REACH = (0.003, 0.3)  # a pose's largest node displacement, as a fraction of the diagonal (log-uniform)
@@ -73,20 +78,29 @@ def applies(mesh: Mesh, params: SimParams) -> bool:
 def build_subspace(mesh: Mesh, pins: np.ndarray, poisson: float, seed: int = 0) -> Subspace:
     """Embed the solid, take its modes and modal derivatives and fit the cubature (a few seconds)."""
     volume = enclosed_volume(mesh) if is_closed(mesh) else None
-    cell = lattice_cell(mesh.vertices, volume or enclosed_by_winding(mesh), REFERENCE)
+    cell = lattice_cell(mesh.vertices, volume or enclosed_by_winding(mesh), LATTICE)
     body = embed_solid(mesh, np.asarray(pins, np.int64), volume, cell)
     unit = SimParams(stiffness=1.0, density=1.0, poisson=poisson)
     lattice = Lattice(body, unit)
-    modes = lattice.modes(MODES)
+    modes, omega = lattice.modes(MODES)
     derivatives = lattice.modal_derivatives(modes)
-    basis = lattice.orthonormal(np.hstack([modes, derivatives]))
+    basis = lattice.orthonormal(np.hstack([modes, derivatives, lattice.static_responses()]))
     rng = np.random.default_rng(seed)
-    poses = quadratic_poses(modes, derivatives, lattice, bbox_diagonal(mesh.vertices), rng)
+    poses = quadratic_poses(modes, derivatives, omega, bbox_diagonal(mesh.vertices), rng)
     tets, weights, error = fit_cubature(lattice, basis, poses, rng)
-    weights = weights * body.stiffness[tets]
+    return subspace(body, basis, tets, weights * body.stiffness[tets], lattice.edge, error)
+
+
+def subspace(body: EmbeddedSolid, basis: np.ndarray, tets: np.ndarray | None = None, weights: np.ndarray | None = None,
+             edge: float | None = None, error: float = 0.0) -> Subspace:
+    """The Subspace of an M-orthonormal (unit density) ``basis`` with a cubature of lattice tet indices ``tets`` and
+    ``weights``; by default every tet at its own stiffness factor (the exact reduced energy)."""
+    tets = np.arange(len(body.tets)) if tets is None else tets
+    weights = body.stiffness if weights is None else weights
     carried = basis.reshape(len(body.nodes), 3, -1)[body.tets[body.at]]  # (V, 4, 3, r)
     vertex_basis = np.einsum("vk,vkdr->vdr", body.weights.astype(np.float64), carried)
-    return Subspace(body, basis, vertex_basis, body.tets[tets], weights, lattice.edge, error)
+    edge = edge or Lattice(body, SimParams()).edge
+    return Subspace(body, basis, vertex_basis, body.tets[tets], weights, edge, error)
 
 
 class Lattice:
@@ -97,7 +111,7 @@ class Lattice:
         self.x0 = body.nodes.astype(np.float64)
         self.elastic = TetElasticity(self.x0, body.tets, params, body.stiffness)
         n = len(self.x0)
-        self.pattern = _Pattern(body.tets, np.arange(3 * n))
+        self.pattern = StiffnessPattern(body.tets, np.arange(3 * n))
         self.m = np.repeat(node_masses(body.node_volume, params.density), 3)
         self.held = np.zeros(3 * n, bool)
         self.held[(3 * body.held[:, None] + np.arange(3)).ravel()] = True
@@ -106,19 +120,41 @@ class Lattice:
     def stiffness(self, x: np.ndarray) -> sp.csr_matrix:
         return self.pattern.matrix(self.pattern.assemble(self.elastic.hessian_blocks(x)), np.zeros(len(self.m)))
 
+    @functools.cached_property
+    def rest_solve(self) -> Callable[[np.ndarray], np.ndarray]:
+        """Solves K u = f on the free DOFs with the rest stiffness, factorized once (modes, derivatives, loads)."""
+        free = ~self.held
+        factor = spla.splu(self.stiffness(self.x0)[free][:, free].tocsc(), permc_spec="MMD_AT_PLUS_A")
+        return factor.solve
+
     def modes(self, count: int) -> np.ndarray:
-        """The ``count`` lowest linear vibration modes about rest (3N, count), zero on held nodes."""
+        """The ``count`` lowest linear vibration modes about rest (3N, count), zero on held nodes, and their angular
+        frequencies (count,) in rad/s for this lattice's material."""
         free = ~self.held
         K = self.stiffness(self.x0)[free][:, free].tocsc()
-        _, vec = spla.eigsh(K, k=count, M=sp.diags(self.m[free]).tocsc(), sigma=0.0, which="LM")
+        inverse = spla.LinearOperator(K.shape, matvec=self.rest_solve, dtype=np.float64)
+        lam, vec = spla.eigsh(K, k=count, M=sp.diags(self.m[free]).tocsc(), sigma=0.0, which="LM", OPinv=inverse,
+                              v0=np.ones(K.shape[0]))  # a fixed start: the same body gets the same modes
+        order = np.argsort(lam)
         U = np.zeros((len(self.m), count))
-        U[free] = vec
-        return U
+        U[free] = vec[:, order]
+        return U, np.sqrt(np.maximum(lam[order], 0.0))
+
+    def static_responses(self) -> np.ndarray:
+        """The linear static displacement (3N, 3) under a uniform acceleration along each axis, K u = M e: the
+        shape a steady load (gravity, a frame's acceleration) settles into, which the lowest modes may not span
+        (a bar held along its underside sways in them but squashes under its weight)."""
+        free = ~self.held
+        out = np.zeros((len(self.m), 3))
+        for d in range(3):
+            load = np.zeros(len(self.m))
+            load[d::3] = self.m[d::3]
+            out[free, d] = self.rest_solve(load[free])
+        return out
 
     def modal_derivatives(self, modes: np.ndarray) -> np.ndarray:
         """Modal derivatives (3N, m(m+1)/2): K Psi_ij = -(dK/dq_i) Phi_j, dK/dq_i by central differences."""
         free = ~self.held
-        solve = spla.factorized(self.stiffness(self.x0)[free][:, free].tocsc())
         step = 1e-4 * self.edge / np.abs(modes).max(axis=0)  # a small fraction of a lattice edge along each mode
         slopes = [(self.stiffness(self.x0 + (s * u).reshape(self.x0.shape))
                    - self.stiffness(self.x0 - (s * u).reshape(self.x0.shape))) / (2.0 * s)
@@ -127,32 +163,29 @@ class Lattice:
         for i in range(modes.shape[1]):
             for j in range(i, modes.shape[1]):
                 psi = np.zeros(len(self.m))
-                psi[free] = solve(-(slopes[i] @ modes[:, j])[free])
+                psi[free] = self.rest_solve(-(slopes[i] @ modes[:, j])[free])
                 out.append(psi)
         return np.stack(out, axis=1)
 
     def orthonormal(self, U: np.ndarray) -> np.ndarray:
         """An M-orthonormal basis of U's span (held rows zeroed), without its near-dependent directions."""
         U = np.where(self.held[:, None], 0.0, U)
+        U = U / np.sqrt(np.maximum((self.m[:, None] * U * U).sum(0), 1e-300))  # columns of any scale alike
         lam, vec = np.linalg.eigh(U.T @ (self.m[:, None] * U))
         keep = lam > 1e-10 * lam.max()
         return U @ (vec[:, keep] / np.sqrt(lam[keep]))
 
 
-def quadratic_poses(modes: np.ndarray, psi: np.ndarray, lattice: Lattice, diagonal: float,
+def quadratic_poses(modes: np.ndarray, psi: np.ndarray, omega: np.ndarray, diagonal: float,
                     rng: np.random.Generator) -> np.ndarray:
     """Training displacements (P, 3N) on the modes' quadratic manifold, u = Phi a + 1/2 sum_ij Psi_ij a_i a_j (the
-    shape a modal amplitude a bends the body into), with lower modes larger (a_i ~ 1/omega_i, as under a load) and
-    the largest displacement log-uniform over POSE_REACH of the diagonal."""
-    K = modes.T @ (lattice.stiffness(lattice.x0) @ modes)
-    omega = np.sqrt(np.maximum(np.diag(K), 1e-30))
+    shape a modal amplitude a bends the body into), with lower modes larger (a_i ~ 1/omega_i) and the largest
+    displacement log-uniform over POSE_REACH of the diagonal."""
     pairs = [(i, j) for i in range(modes.shape[1]) for j in range(i, modes.shape[1])]
     out = []
     for reach in np.exp(rng.uniform(*np.log(POSE_REACH), POSES)):
         a = rng.normal(size=modes.shape[1]) / omega
-        u = modes @ a
-        scale = reach * diagonal / np.abs(u.reshape(-1, 3)).max()
-        a *= scale
+        a *= reach * diagonal / np.abs(modes @ a).max()
         quad = np.array([(0.5 if i == j else 1.0) * a[i] * a[j] for i, j in pairs])
         out.append(modes @ a + psi @ quad)
     return np.stack(out)
@@ -160,8 +193,8 @@ def quadratic_poses(modes: np.ndarray, psi: np.ndarray, lattice: Lattice, diagon
 
 def fit_cubature(lattice: Lattice, basis: np.ndarray, poses: np.ndarray, rng: np.random.Generator):
     """Greedy non-negative cubature (An, Kim and James 2008): tets and weights (each multiplying the tet's whole
-    contribution on the lattice) whose weighted reduced forces match the whole lattice's on every training pose, each pose's
-    rows normalized by its force. Returns (tet indices, weights, relative error)."""
+    contribution on the lattice) whose weighted reduced forces match the whole lattice's on every training pose,
+    each pose's rows normalized by its force. Returns (tet indices, weights, relative error)."""
     tets = lattice.elastic.tets
     pool = np.arange(len(tets)) if len(tets) <= CANDIDATES else np.sort(rng.choice(len(tets), CANDIDATES, False))
     carried = basis.reshape(len(lattice.x0), 3, -1)[tets].reshape(len(tets), 12, -1)  # (M, 12, r)
@@ -176,9 +209,12 @@ def fit_cubature(lattice: Lattice, basis: np.ndarray, poses: np.ndarray, rng: np
     A, b = np.vstack(rows), np.concatenate(target)
     chosen, w, residual = [], np.zeros(0), b.copy()
     while len(chosen) < MAX_CUBATURE:
+        # scores rounded to 1e-9 of the best, so tied tets (a symmetric body's) are taken in index order whatever
+        # the round-off: the same body turned gets the same cubature
         score = A.T @ residual
+        score = np.round(score / np.abs(score).max(), 9)
         score[chosen] = -np.inf
-        batch = np.argsort(score)[-max(1, len(chosen) // 10):]
+        batch = np.argsort(-score, kind="stable")[:max(1, len(chosen) // 10)]
         chosen.extend(int(k) for k in batch if score[k] > 0)
         w, _ = opt.nnls(A[:, chosen], b, maxiter=50 * len(chosen))
         residual = b - A[:, chosen] @ w
@@ -220,21 +256,47 @@ Progress = Callable[[float, str], None]
 
 def simulate(sub: Subspace, mesh: Mesh, params: SimParams, progress: Progress | None = None,
              should_cancel: Callable[[], bool] | None = None) -> np.ndarray:
-    """Vertex positions (frames + 1, V, 3) float32 from rest: BDF2 steps (backward Euler first) of the reference's
-    incremental potential in q, STEP_RATE steps per simulated second at least."""
+    """Vertex positions (frames + 1, V, 3) float32 from rest."""
+    Q, _ = integrate(sub, params, progress, should_cancel)
+    out = (mesh.vertices[None] + np.einsum("vdr,tr->tvd", sub.vertex_basis, Q)).astype(np.float32)
+    out[:, params.pins] = mesh.vertices[params.pins]
+    if not np.isfinite(out).all():
+        raise SimulationError("the simulation produced non-finite positions; try a stiffer material, a lower "
+                              "gravity or more drag")
+    return out
+
+
+def energy(sub: Subspace, params: SimParams, q: np.ndarray, qd: np.ndarray) -> float:
+    """Kinetic + elastic + gravitational energy (J) of a reduced state (the cubature's elastic energy)."""
+    e, _ = ReducedElasticity(sub, params).energy_and_force(q)
+    weight = np.asarray(params.gravity) @ _loads(sub, params.density)[0]
+    return 0.5 * params.density * float(qd @ qd) + e - float(weight @ q)
+
+
+def _loads(sub: Subspace, density: float) -> tuple[np.ndarray, np.ndarray]:
+    """What turns a uniform acceleration into a reduced force, (3, r), and node accelerations (N, 3) into one:
+    the nodes' basis times their masses (N, 3, r)."""
+    m = node_masses(sub.body.node_volume, density)
+    mU = m[:, None, None] * sub.basis.reshape(len(m), 3, -1)
+    return mU.sum(0), mU
+
+
+def integrate(sub: Subspace, params: SimParams, progress: Progress | None = None,
+              should_cancel: Callable[[], bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Reduced coordinates and velocities (frames + 1, r) at every frame from rest: BDF2 steps (backward Euler
+    first) of the reference's incremental potential in q, STEP_RATE steps per simulated second at least."""
     p = params
     rho, r = p.density, sub.dims
     elastic = ReducedElasticity(sub, p)
     n = len(sub.body.nodes)
     x0 = sub.body.nodes.astype(np.float64)
-    m = node_masses(sub.body.node_volume, 1.0)  # kg per unit density
     U3 = sub.basis.reshape(n, 3, r)
-    mU = (m[:, None, None] * U3)  # what turns node accelerations into reduced forces (x density)
+    uniform, mU = _loads(sub, rho)
     wind = make_wind(p.wind)
     frame = None if p.frame_motion is None else FrameMotion(p.frame_motion, p.fps)
     gravity = np.asarray(p.gravity, np.float64)
 
-    steady = rho * np.einsum("nds,d->s", mU, gravity)
+    steady = gravity @ uniform
 
     def push(t, q, qd):
         """Reduced external force: gravity, wind and an animated object's inertial forces at time t (explicit)."""
@@ -245,14 +307,18 @@ def simulate(sub: Subspace, mesh: Mesh, params: SimParams, progress: Progress | 
         if frame is not None:
             felt, turn = frame.acceleration(t, x, xd)
             a = a @ turn - felt
-        return rho * np.einsum("nds,nd->s", mU, a)
+        return np.einsum("nds,nd->s", mU, a)
 
     steps = max(1, math.ceil(STEP_RATE / p.fps - 1e-9))
     h = 1.0 / (p.fps * steps)
-    # initial velocity of every free node, projected M-orthogonally onto the subspace
-    qd0 = np.einsum("nds,d->s", mU, np.asarray(p.initial_velocity, np.float64))
+    # the initial velocity field v + w x (x - centre of mass), projected M-orthogonally onto the subspace
+    m = node_masses(sub.body.node_volume, 1.0)
+    centre = (m[:, None] * x0).sum(0) / m.sum()
+    velocity = np.asarray(p.initial_velocity, np.float64) + np.cross(np.asarray(p.angular_velocity, np.float64),
+                                                                      x0 - centre)
+    qd0 = np.einsum("nds,nd->s", mU, velocity) / rho
     state = (np.zeros(r), qd0, None, None)
-    qs = [state[0]]
+    qs, qds = [state[0]], [state[1]]
     for frame_index in range(p.frames):
         if should_cancel is not None and should_cancel():
             raise Cancelled("simulation cancelled")
@@ -260,15 +326,10 @@ def simulate(sub: Subspace, mesh: Mesh, params: SimParams, progress: Progress | 
             t = (frame_index * steps + k) * h
             state = _step(elastic, rho, p, push(t, state[0], state[1]), *state, h)
         qs.append(state[0])
+        qds.append(state[1])
         if progress is not None:
             progress((frame_index + 1) / p.frames, f"frame {frame_index + 1} of {p.frames}")
-    Q = np.stack(qs)
-    out = (mesh.vertices[None] + np.einsum("vdr,tr->tvd", sub.vertex_basis, Q)).astype(np.float32)
-    out[:, params.pins] = mesh.vertices[params.pins]
-    if not np.isfinite(out).all():
-        raise SimulationError("the simulation produced non-finite positions; try a stiffer material, a lower "
-                              "gravity or more drag")
-    return out
+    return np.stack(qs), np.stack(qds)
 
 
 def _step(elastic: ReducedElasticity, rho: float, p: SimParams, force: np.ndarray, q, qd, q_prev, qd_prev, h):

@@ -8,6 +8,7 @@ torchdiffeq.odeint frame chunk by frame chunk (``integration``: progress and can
 -> decode every frame at every vertex with one matrix product per chunk (here).
 """
 
+import dataclasses
 import hashlib
 from collections.abc import Callable
 
@@ -64,17 +65,21 @@ class Simulator:
 
     def _continuum(self, mesh: meshlib.Mesh, params: SimParams, progress: Progress,
                    should_cancel: Callable[[], bool] | None) -> np.ndarray:
-        """A pinned solid through its modes and modal derivatives (``continuum_solid``); the subspace is kept
-        per mesh, pins and Poisson ratio, so a re-simulate after any other change only integrates."""
+        """A pinned solid through its modes and modal derivatives (``continuum_solid``), simulated in the scene's
+        own axes (mesh.principal_frame) so that its lattice, and so its motion, turn with the scene. The subspace
+        is kept per mesh, pins, axes and Poisson ratio: a re-simulate after any other change only integrates."""
+        axes = meshlib.principal_frame(mesh, params.pins, params.gravity)
+        local = meshlib.Mesh(mesh.vertices @ axes, mesh.faces)
         key = hashlib.sha1(mesh.vertices.tobytes() + mesh.faces.tobytes() + params.pins.tobytes()
-                           + np.float64(params.poisson).tobytes()).hexdigest()
+                           + axes.tobytes() + np.float64(params.poisson).tobytes()).hexdigest()
         if self._subspace is None or self._subspace[0] != key:
             progress(0.0, "building the solid's modes")
-            self._subspace = (key, continuum_solid.build_subspace(mesh, params.pins, params.poisson))
+            self._subspace = (key, continuum_solid.build_subspace(local, params.pins, params.poisson))
         progress(0.05, "integrating the solid's dynamics")
-        return continuum_solid.simulate(self._subspace[1], mesh, params,
-                                        lambda fraction, message: progress(0.05 + 0.95 * fraction, message),
-                                        should_cancel)
+        out = continuum_solid.simulate(self._subspace[1], local, _turned(params, axes),
+                                       lambda fraction, message: progress(0.05 + 0.95 * fraction, message),
+                                       should_cancel)
+        return (out @ axes.T.astype(np.float32)).astype(np.float32)
 
     @torch.no_grad()
     def encode(self, mesh: meshlib.Mesh, pins: np.ndarray, gravity=(0.0, 0.0, 0.0)) -> Encoding:
@@ -86,6 +91,21 @@ class Simulator:
         enc = encode_mesh(self.model, mesh, pins, axes)
         self._cache = (key.hexdigest(), enc)
         return enc
+
+
+def _turned(p: SimParams, axes: np.ndarray) -> SimParams:
+    """The parameters seen in the axes ``axes`` (3, 3) (columns: the axes in the mesh's coordinates). Velocities
+    turn; so do gravity and wind, unless the object is animated: then they stay in world axes and its frames,
+    which turn them into object space, take the axes on."""
+    turned = dataclasses.replace(p, initial_velocity=tuple(np.asarray(p.initial_velocity) @ axes),
+                                 angular_velocity=tuple(np.asarray(p.angular_velocity) @ axes))
+    if p.frame_motion is not None:
+        turn = np.eye(4)
+        turn[:3, :3] = axes
+        return dataclasses.replace(turned, frame_motion=p.frame_motion @ turn)
+    return dataclasses.replace(
+        turned, gravity=tuple(np.asarray(p.gravity) @ axes),
+        wind=[{**w, "acceleration": list(np.asarray(w["acceleration"], float) @ axes)} for w in p.wind])
 
 
 @torch.no_grad()

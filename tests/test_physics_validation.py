@@ -11,8 +11,9 @@ import pytest
 from model_runtime.lab.data import mujoco_engine as M
 from model_runtime.lab.data import validate as V
 from model_runtime.lab.data.implicit_fem import simulate_solid
-from model_runtime.lab.data.reference import REFERENCE, build_cage, simulate_reference
+from model_runtime.lab.data.reference import REFERENCE, simulate_reference
 from model_runtime.lab.data.shapes import box_surface
+from model_runtime.lattice import build_cage
 from model_runtime.params import make_params
 
 pytestmark = pytest.mark.newton
@@ -179,7 +180,7 @@ def test_catenary_helper():
 
 
 def test_the_lattice_resolves_a_slender_body_across_its_thickness_within_a_budget():
-    from model_runtime.lab.data.reference import lattice_cell
+    from model_runtime.lattice import lattice_cell
 
     rng = np.random.default_rng(0)
     for length, thick in ((1.0, 0.1), (0.6, 0.05)):

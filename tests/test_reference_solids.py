@@ -9,11 +9,12 @@ import torch
 
 from model_runtime import elasticity
 from model_runtime.lab.data.implicit_fem import simulate_solid
-from model_runtime.lab.data.reference import REFERENCE, build_cage, simulate_reference
+from model_runtime.lab.data.reference import REFERENCE, simulate_reference
 from model_runtime.lab.data.shapes import box_surface
-from model_runtime.lab.data.winding import enclosed_by_winding, winding_numbers
+from model_runtime.lattice import build_cage
 from model_runtime.mesh import Mesh
 from model_runtime.params import make_params
+from model_runtime.winding import enclosed_by_winding, winding_numbers
 
 
 def _tet_volumes(x, tets):

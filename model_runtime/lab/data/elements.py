@@ -5,18 +5,13 @@ validate): tetrahedron volumes, lumped masses, a mesh's mean edge length. The ma
 import numpy as np
 
 from ...mesh import Mesh, face_areas
+from ...tets import signed_tet_volumes
 
 
 def fill_loose_masses(mass: np.ndarray) -> None:
     """In place: vertices of no triangle/tet carry no mass; give them a typical one so they fall freely."""
     loose = mass <= 0.0
     mass[loose] = float(np.mean(mass[~loose])) if (~loose).any() else 1.0
-
-
-def signed_tet_volumes(nodes: np.ndarray, tets: np.ndarray) -> np.ndarray:
-    """Volume of each tetrahedron (M,), positive when its vertices are positively oriented."""
-    a, b, c, d = (nodes[tets[:, k]] for k in range(4))
-    return np.einsum("ij,ij->i", b - a, np.cross(c - a, d - a)) / 6.0
 
 
 def lumped_tet_masses(nodes: np.ndarray, tets: np.ndarray, density) -> np.ndarray:

@@ -20,112 +20,20 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-import scipy.sparse as sp
 import scipy.sparse.linalg as spla
-import torch
 
-from ... import elasticity
+from ...bdf2 import NEWTON_TOLERANCE, STEP_RATE, bdf2
 from ...errors import Cancelled, SimulationError
 from ...params import SimParams
-from .elements import signed_tet_volumes
+from ...tets import StiffnessPattern, TetElasticity, node_masses
 
-# Steps per simulated second at least (whole steps per frame). BDF2's numerical damping of a mode of angular
-# frequency w grows as (w h)^4: see docs/physics-validation.md for what this rate costs per preset.
-STEP_RATE = 96.0
-NEWTON_TOLERANCE = 1e-4  # converged when no node moves by more than this fraction of a lattice edge in one iteration
 MAX_NEWTON = 40  # iterations per step before the step is retried at half the size
 CHORD_ITERATIONS = 10  # iterations on the last factorized Hessian before a step computes and factorizes a new one
 RAYLEIGH_REFRESH = 0.01  # change of any F entry (strain or rotation, rad) after which Rayleigh's stiffness is retaken
 RETRIES = 3  # halvings of the step before a frame is given up
-MASS_FLOOR = 0.02  # nodes barely inside the body keep this fraction of the mean node mass (keeps M positive)
 CONTACT_STIFFNESS = 1.0e6  # ground penalty per kg of node mass, N/m/kg = 1/s^2: rests g / k ~ 0.01 mm deep
 CONTACT_FRICTION = 0.5  # Coulomb coefficient of the ground
 SLIP_SPEED = 1e-2  # m/s: slower tangential motion on the ground is resisted viscously (sticks), faster at mu N
-
-
-def node_masses(node_volume: np.ndarray, density: float) -> np.ndarray:
-    """Lumped node masses (kg) from lumped volumes (m^3), floored at MASS_FLOOR x their mean and scaled back to the
-    body's exact total mass."""
-    volume = np.asarray(node_volume, np.float64)
-    mass = np.maximum(density * volume, MASS_FLOOR * density * float(volume.mean()))
-    return mass * density * float(volume.sum()) / float(mass.sum())
-
-
-def _shape_gradients(nodes: np.ndarray, tets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rest volumes (M,) and gradients (M, 4, 3) of each tet's four linear shape functions: F = sum_a x_a G_a^T."""
-    rest = np.stack([nodes[tets[:, k]] - nodes[tets[:, 0]] for k in (1, 2, 3)], -1)  # columns: edges from node 0
-    inv = np.linalg.inv(rest)
-    return np.abs(signed_tet_volumes(nodes, tets)), np.concatenate([-inv.sum(1, keepdims=True), inv], 1)
-
-
-class TetElasticity:
-    """Stable Neo-Hookean energy, forces and PSD-projected stiffness of a tet mesh, ``weight`` x volume per tet."""
-
-    def __init__(self, nodes: np.ndarray, tets: np.ndarray, params: SimParams, weight: np.ndarray | None = None):
-        self.tets = np.asarray(tets, np.int64)
-        self.volume, self.grad = _shape_gradients(np.asarray(nodes, np.float64), self.tets)
-        self.weight = self.volume * (1.0 if weight is None else np.asarray(weight, np.float64))
-        self.mu, self.lam = elasticity.lame(params.stiffness, params.poisson)
-        self._grad_t = torch.from_numpy(self.grad)
-        self._weight_t = torch.from_numpy(self.weight)
-        self.n = len(nodes)
-
-    def deformation(self, x: np.ndarray) -> torch.Tensor:
-        """Deformation gradients (M, 3, 3) at positions x (N, 3)."""
-        return torch.from_numpy(x[self.tets]).transpose(1, 2) @ self._grad_t
-
-    def energy(self, x: np.ndarray) -> float:
-        return float((self._weight_t * elasticity.neo_hookean_energy(self.deformation(x), self.mu, self.lam)).sum())
-
-    def energies(self, positions: np.ndarray) -> np.ndarray:
-        """Energy (J) per frame of positions (T, N, 3)."""
-        return np.array([self.energy(np.asarray(x, np.float64)) for x in positions])
-
-    def element_energy_and_gradients(self, x: np.ndarray) -> tuple[float, np.ndarray]:
-        """The energy (J) and each tet's dPsi/dx at its four nodes (M, 4, 3), from one evaluation of F."""
-        F = self.deformation(x)
-        energy = float((self._weight_t * elasticity.neo_hookean_energy(F, self.mu, self.lam)).sum())
-        P = elasticity.neo_hookean_stress(F, self.mu, self.lam)
-        return energy, (self._grad_t @ (self._weight_t[:, None, None] * P).transpose(1, 2)).numpy()
-
-    def energy_and_gradient(self, x: np.ndarray) -> tuple[float, np.ndarray]:
-        """The energy (J) and dPsi/dx (N, 3), minus the elastic forces, from one evaluation of F."""
-        energy, per_node = self.element_energy_and_gradients(x)
-        idx = self.tets.ravel()
-        return energy, np.stack([np.bincount(idx, per_node[:, :, i].ravel(), self.n) for i in range(3)], 1)
-
-    def hessian_blocks(self, x: np.ndarray) -> np.ndarray:
-        """(M, 12, 12) element stiffness, each from dP/dF projected to positive semi-definite: W diag(w) W^T with
-        W the law's eigenmodes carried to the nodes (dF_kj / dx_ak = G_aj)."""
-        Q, w = elasticity.neo_hookean_stress_derivative_eigensystem(self.deformation(x), self.mu, self.lam)
-        W = torch.einsum("taj,tkjm->takm", self._grad_t, Q.view(-1, 3, 3, 9)).reshape(-1, 12, 9).numpy()
-        return (W * (self.weight[:, None] * w.numpy())[:, None, :]) @ W.transpose(0, 2, 1)  # numpy's: 1.6x torch's
-
-
-class _Pattern:
-    """The sparsity pattern of the free DOFs' stiffness, built once: element blocks are summed into it by bincount."""
-
-    def __init__(self, tets: np.ndarray, free_dof: np.ndarray):
-        dof = free_dof[(3 * tets[:, :, None] + np.arange(3)).reshape(-1, 12)]  # (M, 12), -1 where held
-        rows = np.broadcast_to(dof[:, :, None], (len(tets), 12, 12)).ravel()
-        cols = np.broadcast_to(dof[:, None, :], (len(tets), 12, 12)).ravel()
-        self.keep = (rows >= 0) & (cols >= 0)
-        self.size = int(free_dof.max()) + 1
-        diag = np.arange(self.size)
-        key = np.concatenate([rows[self.keep] * self.size + cols[self.keep], diag * self.size + diag])
-        unique, inverse = np.unique(key, return_inverse=True)
-        self.slot, self.diag_slot = inverse[: self.keep.sum()], inverse[self.keep.sum():]
-        self.indices = (unique % self.size).astype(np.int32)
-        self.indptr = np.searchsorted(unique // self.size, np.arange(self.size + 1)).astype(np.int32)
-        self.nnz = len(unique)
-
-    def assemble(self, blocks: np.ndarray) -> np.ndarray:
-        return np.bincount(self.slot, weights=blocks.ravel()[self.keep], minlength=self.nnz)
-
-    def matrix(self, data: np.ndarray, diagonal: np.ndarray) -> sp.csr_matrix:
-        data = data.copy()
-        data[self.diag_slot] += diagonal
-        return sp.csr_matrix((data, self.indices, self.indptr), shape=(self.size, self.size))
 
 
 class _NotConverged(Exception):
@@ -165,7 +73,7 @@ def simulate_solid(
     if not (~held).any():
         raise SimulationError("the pins hold the whole body: nothing is left free to move")
     elastic = TetElasticity(x0, tets, params, tet_scale)
-    pattern = _Pattern(tets, free_dof)
+    pattern = StiffnessPattern(tets, free_dof)
     mass = node_masses(node_volume, params.density)
     edge = float(np.cbrt(6.0 * np.median(elastic.volume)))  # a lattice cube's edge
     stepper = _Stepper(elastic, pattern, np.repeat(mass, 3)[~np.repeat(held, 3)], held, params,
@@ -210,17 +118,6 @@ def simulate_solid(
     return out
 
 
-def bdf2(x, v, x_prev, v_prev, h):
-    """A BDF2 step's terms (backward Euler's when there is no previous state): tau^2 and alpha (the new velocity
-    is alpha (x_new - x_p)), x_p, the inertial target x_hat, and where Newton starts."""
-    if x_prev is None:
-        return h * h, 1.0 / h, x, x + h * v, x + h * v
-    xp = (4.0 * x - x_prev) / 3.0
-    # Newton starts where the velocity's trend points (Adams-Bashforth 2), not at the inertial target
-    x_hat = xp + 2.0 / 3.0 * h * (4.0 * v - v_prev) / 3.0
-    return 4.0 / 9.0 * h * h, 1.5 / h, xp, x_hat, x + h * (1.5 * v - 0.5 * v_prev)
-
-
 class _Stepper:
     """BDF2 steps of one body, by Newton's method made cheap where the body changes slowly.
 
@@ -229,7 +126,7 @@ class _Stepper:
     full Newton steps, whose Hessian is factorized anew and kept for the steps that follow. The factorization is in
     single precision (1.8x faster): it only steers the iterations, whose residual is always double."""
 
-    def __init__(self, elastic: TetElasticity, pattern: _Pattern, mass: np.ndarray, held: np.ndarray,
+    def __init__(self, elastic: TetElasticity, pattern: StiffnessPattern, mass: np.ndarray, held: np.ndarray,
                  params: SimParams, tolerance: float):
         self.elastic, self.pattern, self.m, self.params, self.tol = elastic, pattern, mass, params, tolerance
         self.held, self.free = held, np.repeat(~held, 3)

@@ -10,12 +10,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ...bdf2 import STEP_RATE
+from ...lattice import build_cage, lattice_cell
 from ...mesh import bbox_diagonal
 from ...params import make_params
+from ...tets import TetElasticity, node_masses
 from .elements import lumped_triangle_masses
-from .implicit_fem import STEP_RATE, TetElasticity, node_masses, simulate_solid
+from .implicit_fem import simulate_solid
 from .mujoco_engine import CFL, CLOTH_DAMPED_STEP_RATE, choose_cloth_integrator, cloth_energy, simulate_cloth
-from .reference import REFERENCE, SolverSettings, build_cage, lattice_cell, simulate_reference
+from .reference import REFERENCE, SolverSettings, simulate_reference
 from .shapes import cantilever_box, grid_sheet
 
 G = 9.81

@@ -9,7 +9,7 @@ point and by one dipole per cluster of triangles for those far from it (Barill e
 
 import numpy as np
 
-from ...mesh import Mesh
+from .mesh import Mesh
 
 CLUSTER_SIZE = 48  # triangles per far-field cluster, about: smaller cost more distance tests, larger more exact pairs
 FAR = 2.0  # a cluster is far beyond this many of its radii: there its dipole erred by <= 0.03 in w on the test meshes
