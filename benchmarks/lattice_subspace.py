@@ -21,6 +21,7 @@ The product (`model_runtime.simulate`: for a pinned solid, `continuum_solid` on 
 run on the same case for comparison.
 
     .venv/bin/python benchmarks/lattice_subspace.py [--mesh ../shared/meshes/cheburashka.obj] [--beam]
+        [--derivatives-only | --product-only]
 """
 
 import argparse
@@ -65,7 +66,7 @@ def decoder_fields(mesh: meshlib.Mesh, pins: np.ndarray, gravity, points: np.nda
 
 
 def run_case(name: str, mesh: meshlib.Mesh, params: SimParams, counts=(8, 16, 32, 64), derivative_counts=(4, 6),
-             only_derivatives: bool = False) -> None:
+             only_derivatives: bool = False, only_product: bool = False) -> None:
     v, f = mesh.vertices, mesh.faces
     pins = np.asarray(params.pins, np.int64)
     t = time.perf_counter()
@@ -81,9 +82,6 @@ def run_case(name: str, mesh: meshlib.Mesh, params: SimParams, counts=(8, 16, 32
     volume = meshlib.enclosed_volume(mesh) if meshlib.is_closed(mesh) else None
     cell = lattice_cell(v, volume or enclosed_by_winding(mesh), REFERENCE)
     body = embed_solid(mesh, pins, volume, cell)
-    lattice = continuum_solid.Lattice(body, SimParams(stiffness=1.0, density=1.0, poisson=params.poisson))
-    fields, jac = decoder_fields(mesh, pins, params.gravity, body.nodes)
-    fields = fields.reshape(-1, fields.shape[-1])
     print(f"\n### {name}: {len(body.nodes)} lattice nodes, {len(body.tets)} tets, {len(body.held)} held; "
           f"reference {t_ref:.1f} s, rest error {rest_err:.4f} of the diagonal\n")
     print("| subspace | dims | mean error | rest / run | peak displacement / reference's | wall s |")
@@ -96,6 +94,11 @@ def run_case(name: str, mesh: meshlib.Mesh, params: SimParams, counts=(8, 16, 32
         print(f"| {label} | {dims} | {err:.4f} | {rest_err / err:.2f} | {peak:.2f} | {seconds:.1f} |", flush=True)
 
     row("model_runtime.simulate (the product)", "", model, t_model)
+    if only_product:
+        return
+    lattice = continuum_solid.Lattice(body, SimParams(stiffness=1.0, density=1.0, poisson=params.poisson))
+    fields, jac = decoder_fields(mesh, pins, params.gravity, body.nodes)
+    fields = fields.reshape(-1, fields.shape[-1])
     modes = lattice.modes(max(counts))
     bases = [] if only_derivatives else [(f"modes {c}", modes[:, :c]) for c in counts] + [
         ("latent (near rest)", fields @ jac), ("fields", fields)] + [
@@ -120,6 +123,7 @@ def main(argv=None) -> int:
     ap.add_argument("--beam", action="store_true", help="the rubber box cantilever of issue 22 instead")
     ap.add_argument("--poisson", type=float, default=None, help="Poisson ratio (default: the preset's)")
     ap.add_argument("--derivatives-only", action="store_true", help="only the modal-derivative bases")
+    ap.add_argument("--product-only", action="store_true", help="only the product against the reference")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     frames = int(round(24 * args.seconds))
@@ -132,14 +136,14 @@ def main(argv=None) -> int:
         params = make_params(frames=frames, material="rubber", stiffness=1e6, drag=0.0, damping=0.0, pins=pins,
                              poisson=args.poisson, num_vertices=len(v))
         run_case(f"rubber box cantilever L 0.3 m, side 0.06 m, E 1 MPa, Poisson {params.poisson}, no drag or damping",
-                 mesh, params, only_derivatives=args.derivatives_only)
+                 mesh, params, only_derivatives=args.derivatives_only, only_product=args.product_only)
     else:
         mesh = normalize_mesh(meshlib.read_obj(args.mesh), 0.5)
         pins = default_pins(mesh)
         params = make_params(frames=frames, material="jelly", drag=0.5, pins=pins, poisson=args.poisson,
                              num_vertices=len(mesh.vertices))
         run_case(f"{args.mesh.split('/')[-1]} 0.5 m, jelly, Poisson {params.poisson}, drag 0.5, lowest 10% pinned",
-                 mesh, params, only_derivatives=args.derivatives_only)
+                 mesh, params, only_derivatives=args.derivatives_only, only_product=args.product_only)
     return 0
 
 

@@ -1,11 +1,12 @@
 """Pinned solids: the continuum's own dynamics in the subspace of the body's low vibration modes and their modal
 derivatives.
 
-The solid is embedded in the validated reference's lattice (``reference.embed_solid``: the same cubes, held nodes
-and surface weights), and its nodes move as x = X + U q. U spans the lattice's lowest linear vibration modes about
-rest, pins held, and their modal derivatives (Barbic and James 2005), the static response to the change of
-stiffness along one mode acting on another: linear modes alone rotate by stretching and lock under large bending
-(docs/decisions.md). q follows the reference's own BDF2 incremental potential (stable Neo-Hookean, lumped masses,
+The solid is embedded in the validated reference's lattice (``lattice.embed_solid``: the same cubes, held nodes
+and surface weights, finer across slender bodies), and its nodes move as x = X + U q. U spans the lattice's lowest
+linear vibration modes about rest, pins held; their modal derivatives (Barbic and James 2005), the static response
+to the change of stiffness along one mode acting on another, since linear modes alone rotate by stretching and lock
+under large bending; and the static responses to a uniform load along each axis, the shape a steady load settles
+into (docs/decisions.md). q follows the reference's own BDF2 incremental potential (stable Neo-Hookean, lumped masses,
 drag c M, Rayleigh beta K, pins exact) minimized by Newton in q, with the elastic energy integrated by an optimized
 cubature (An, Kim and James 2008): a few hundred of the lattice's tets with non-negative weights that reproduce the
 reduced forces of training poses on the modes' quadratic manifold.
@@ -31,7 +32,7 @@ from .frame_motion import FrameMotion
 from .lattice import EmbeddedSolid, LatticeSize, embed_solid, lattice_cell
 from .mesh import Mesh, bbox_diagonal, enclosed_volume, is_closed
 from .params import SimParams
-from .tets import StiffnessPattern, TetElasticity, node_masses
+from .tets import StiffnessPattern, TetElasticity, node_masses, signed_tet_volumes
 from .wind import make_wind
 from .winding import enclosed_by_winding
 
@@ -99,8 +100,13 @@ def subspace(body: EmbeddedSolid, basis: np.ndarray, tets: np.ndarray | None = N
     weights = body.stiffness if weights is None else weights
     carried = basis.reshape(len(body.nodes), 3, -1)[body.tets[body.at]]  # (V, 4, 3, r)
     vertex_basis = np.einsum("vk,vkdr->vdr", body.weights.astype(np.float64), carried)
-    edge = edge or Lattice(body, SimParams()).edge
+    edge = edge or typical_edge(body)
     return Subspace(body, basis, vertex_basis, body.tets[tets], weights, edge, error)
+
+
+def typical_edge(body: EmbeddedSolid) -> float:
+    """The lattice's typical tet edge (m): the edge of a regular tet of the median volume, roughly."""
+    return float(np.cbrt(6.0 * np.median(np.abs(signed_tet_volumes(body.nodes.astype(np.float64), body.tets)))))
 
 
 class Lattice:
@@ -115,7 +121,7 @@ class Lattice:
         self.m = np.repeat(node_masses(body.node_volume, params.density), 3)
         self.held = np.zeros(3 * n, bool)
         self.held[(3 * body.held[:, None] + np.arange(3)).ravel()] = True
-        self.edge = float(np.cbrt(6.0 * np.median(self.elastic.volume)))
+        self.edge = typical_edge(body)
 
     def stiffness(self, x: np.ndarray) -> sp.csr_matrix:
         return self.pattern.matrix(self.pattern.assemble(self.elastic.hessian_blocks(x)), np.zeros(len(self.m)))
@@ -127,7 +133,7 @@ class Lattice:
         factor = spla.splu(self.stiffness(self.x0)[free][:, free].tocsc(), permc_spec="MMD_AT_PLUS_A")
         return factor.solve
 
-    def modes(self, count: int) -> np.ndarray:
+    def modes(self, count: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``count`` lowest linear vibration modes about rest (3N, count), zero on held nodes, and their angular
         frequencies (count,) in rad/s for this lattice's material."""
         free = ~self.held
@@ -266,19 +272,19 @@ def simulate(sub: Subspace, mesh: Mesh, params: SimParams, progress: Progress | 
     return out
 
 
-def energy(sub: Subspace, params: SimParams, q: np.ndarray, qd: np.ndarray) -> float:
-    """Kinetic + elastic + gravitational energy (J) of a reduced state (the cubature's elastic energy)."""
-    e, _ = ReducedElasticity(sub, params).energy_and_force(q)
-    weight = np.asarray(params.gravity) @ _loads(sub, params.density)[0]
-    return 0.5 * params.density * float(qd @ qd) + e - float(weight @ q)
+def energies(sub: Subspace, params: SimParams, Q: np.ndarray, Qd: np.ndarray) -> np.ndarray:
+    """Kinetic + elastic + gravitational energy (J) of each reduced state (T, r) (the cubature's elastic energy)."""
+    elastic = ReducedElasticity(sub, params)
+    weight = np.asarray(params.gravity) @ _masses(sub, params.density)[1].sum(0)
+    return np.array([0.5 * params.density * float(qd @ qd) + elastic.energy_and_force(q)[0] - float(weight @ q)
+                     for q, qd in zip(Q, Qd)])
 
 
-def _loads(sub: Subspace, density: float) -> tuple[np.ndarray, np.ndarray]:
-    """What turns a uniform acceleration into a reduced force, (3, r), and node accelerations (N, 3) into one:
-    the nodes' basis times their masses (N, 3, r)."""
+def _masses(sub: Subspace, density: float) -> tuple[np.ndarray, np.ndarray]:
+    """Node masses (N,) and the nodes' basis times their masses (N, 3, r): what turns node accelerations into a
+    reduced force (its sum over nodes, (3, r), does so for a uniform acceleration)."""
     m = node_masses(sub.body.node_volume, density)
-    mU = m[:, None, None] * sub.basis.reshape(len(m), 3, -1)
-    return mU.sum(0), mU
+    return m, m[:, None, None] * sub.basis.reshape(len(m), 3, -1)
 
 
 def integrate(sub: Subspace, params: SimParams, progress: Progress | None = None,
@@ -291,12 +297,11 @@ def integrate(sub: Subspace, params: SimParams, progress: Progress | None = None
     n = len(sub.body.nodes)
     x0 = sub.body.nodes.astype(np.float64)
     U3 = sub.basis.reshape(n, 3, r)
-    uniform, mU = _loads(sub, rho)
+    m, mU = _masses(sub, rho)
     wind = make_wind(p.wind)
     frame = None if p.frame_motion is None else FrameMotion(p.frame_motion, p.fps)
     gravity = np.asarray(p.gravity, np.float64)
-
-    steady = gravity @ uniform
+    steady = gravity @ mU.sum(0)
 
     def push(t, q, qd):
         """Reduced external force: gravity, wind and an animated object's inertial forces at time t (explicit)."""
@@ -312,7 +317,6 @@ def integrate(sub: Subspace, params: SimParams, progress: Progress | None = None
     steps = max(1, math.ceil(STEP_RATE / p.fps - 1e-9))
     h = 1.0 / (p.fps * steps)
     # the initial velocity field v + w x (x - centre of mass), projected M-orthogonally onto the subspace
-    m = node_masses(sub.body.node_volume, 1.0)
     centre = (m[:, None] * x0).sum(0) / m.sum()
     velocity = np.asarray(p.initial_velocity, np.float64) + np.cross(np.asarray(p.angular_velocity, np.float64),
                                                                       x0 - centre)

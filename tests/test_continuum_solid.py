@@ -107,7 +107,7 @@ def test_energy_without_dissipation_never_grows_and_finer_steps_keep_more(block,
         p = _params(v, pins, frames=int(fps), fps=fps, gravity=(0, 0, 0), stiffness=1e5,
                     initial_velocity=(0.0, 0.0, 0.5))
         Q, Qd = continuum_solid.integrate(block_subspace, p)
-        e = np.array([continuum_solid.energy(block_subspace, p, q, qd) for q, qd in zip(Q, Qd)])
+        e = continuum_solid.energies(block_subspace, p, Q, Qd)
         assert np.all(np.diff(e) <= 1e-9 * e[0])
         kept.append(e[-1] / e[0])
     assert kept[0] < kept[1], kept  # measured 0.49 and 0.71 of the energy kept over 1 s
