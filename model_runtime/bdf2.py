@@ -1,5 +1,5 @@
-"""The implicit time step both solid simulators take (the reference's lab/data/implicit_fem.py and the product's
-continuum_solid.py): BDF2, backward Euler on the first step, each step a minimization by Newton's method."""
+"""The reference's implicit time step (lab/data/implicit_fem.py): BDF2, backward Euler on the first step, each step a
+minimization by Newton's method, to the tolerance the product's pinned solids (continuum_solid.py) use too."""
 
 # Steps per simulated second at least (whole steps per frame). BDF2's numerical damping of a mode of angular
 # frequency w grows as (w h)^4: see docs/physics-validation.md for what this rate costs per preset.

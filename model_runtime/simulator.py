@@ -63,20 +63,27 @@ class Simulator:
         progress(1.0, "done")
         return positions
 
-    def _continuum(self, mesh: meshlib.Mesh, params: SimParams, progress: Progress,
-                   should_cancel: Callable[[], bool] | None) -> np.ndarray:
-        """A pinned solid through its modes and modal derivatives (``continuum_solid``), simulated in the scene's
-        own axes (mesh.principal_frame) so that its lattice, and so its motion, turn with the scene. The subspace
-        is kept per mesh, pins, axes and Poisson ratio: a re-simulate after any other change only integrates."""
+    def solid(self, mesh: meshlib.Mesh, params: SimParams,
+              progress: Progress | None = None) -> tuple[continuum_solid.Subspace, meshlib.Mesh, np.ndarray]:
+        """A pinned solid's subspace (``continuum_solid``), built in the scene's own axes (mesh.principal_frame)
+        so that its lattice, and so its motion, turn with the scene; with the mesh in those axes and the axes
+        (3, 3). Kept per mesh, pins, axes and Poisson ratio: a re-simulate after any other change only
+        integrates."""
         axes = meshlib.principal_frame(mesh, params.pins, params.gravity)
         local = meshlib.Mesh(mesh.vertices @ axes, mesh.faces)
         key = hashlib.sha1(mesh.vertices.tobytes() + mesh.faces.tobytes() + params.pins.tobytes()
                            + axes.tobytes() + np.float64(params.poisson).tobytes()).hexdigest()
         if self._subspace is None or self._subspace[0] != key:
-            progress(0.0, "building the solid's modes")
+            if progress is not None:
+                progress(0.0, "building the solid's modes")
             self._subspace = (key, continuum_solid.build_subspace(local, params.pins, params.poisson))
+        return self._subspace[1], local, axes
+
+    def _continuum(self, mesh: meshlib.Mesh, params: SimParams, progress: Progress,
+                   should_cancel: Callable[[], bool] | None) -> np.ndarray:
+        sub, local, axes = self.solid(mesh, params, progress)
         progress(0.05, "integrating the solid's dynamics")
-        out = continuum_solid.simulate(self._subspace[1], local, _turned(params, axes),
+        out = continuum_solid.simulate(sub, local, turned(params, axes),
                                        lambda fraction, message: progress(0.05 + 0.95 * fraction, message),
                                        should_cancel)
         return (out @ axes.T.astype(np.float32)).astype(np.float32)
@@ -93,7 +100,7 @@ class Simulator:
         return enc
 
 
-def _turned(p: SimParams, axes: np.ndarray) -> SimParams:
+def turned(p: SimParams, axes: np.ndarray) -> SimParams:
     """The parameters seen in the axes ``axes`` (3, 3) (columns: the axes in the mesh's coordinates). Velocities
     turn; so do gravity and wind, unless the object is animated: then they stay in world axes and its frames,
     which turn them into object space, take the axes on."""

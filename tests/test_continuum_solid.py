@@ -98,19 +98,15 @@ def test_more_drag_leaves_less_swing(block, block_subspace):
     assert swing[0] > swing[1] > swing[2] > 0
 
 
-def test_energy_without_dissipation_never_grows_and_finer_steps_keep_more(block, block_subspace):
-    """BDF2 damps numerically, the more the faster a mode turns within a step (the reference does too:
-    docs/physics-validation.md); it never adds energy, and converges as the step shrinks."""
+def test_energy_without_dissipation_is_conserved(block, block_subspace):
+    """Implicit midpoint does not damp: with no drag or damping, kinetic + elastic + gravitational energy stays
+    within 2% of the largest kinetic energy (the issue's target) over 2 s of a swinging rubber block."""
     v, f, pins = block
-    kept = []
-    for fps in (24.0, 240.0):
-        p = _params(v, pins, frames=int(fps), fps=fps, gravity=(0, 0, 0), stiffness=1e5,
-                    initial_velocity=(0.0, 0.0, 0.5))
-        Q, Qd = continuum_solid.integrate(block_subspace, p)
-        e = continuum_solid.energies(block_subspace, p, Q, Qd)
-        assert np.all(np.diff(e) <= 1e-9 * e[0])
-        kept.append(e[-1] / e[0])
-    assert kept[0] < kept[1], kept  # measured 0.49 and 0.71 of the energy kept over 1 s
+    p = _params(v, pins, frames=48, stiffness=1e5, initial_velocity=(0.0, 0.0, 0.5))
+    energy = continuum_solid.energies(block_subspace, p, *continuum_solid.integrate(block_subspace, p))
+    total = sum(energy.values())
+    assert energy["elastic"].max() > 0.1 * energy["kinetic"].max()  # it did swing
+    assert np.abs(total - total[0]).max() < 0.02 * energy["kinetic"].max()
 
 
 def test_the_cubature_matches_the_whole_lattice_on_a_pose_it_was_not_fitted_to(block, block_subspace):

@@ -254,15 +254,16 @@ def test_latent_map_derivatives_match_autograd(sim):
 @pytest.mark.parametrize("body", ["cloth_strip", "soft_box"])
 def test_total_energy_is_conserved_without_drag_or_damping(sim, body):
     """Kinetic + elastic + gravitational energy of a pinned body released from rest, over 2 s with no drag and no
-    damping, drifts less than 2% of its largest kinetic energy (the target for the model's dynamics)."""
+    damping, drifts less than 2% of its largest kinetic energy (the issue's target; the soft box takes the
+    continuum's path, the cloth the latent Lagrangian's)."""
     from model_runtime.lab.evaluate.checks import check_bodies, run_states
 
     v, f, material = check_bodies()[body]
     pins = np.nonzero(v[:, 0] <= v[:, 0].min() + 1e-9)[0]
     p = make_params(frames=48, fps=FPS, material=material, pins=pins, num_vertices=len(v), drag=0.0, damping=0.0)
     _, energy = run_states(sim, v, f, p)
-    total = np.array([e["kinetic"] + e["elastic"] + e["gravitational"] for e in energy])
-    kinetic = max(e["kinetic"] for e in energy)
+    total = energy["kinetic"] + energy["elastic"] + energy["gravitational"]
+    kinetic = energy["kinetic"].max()
     assert kinetic > 0
     assert np.abs(total - total[0]).max() < 0.02 * kinetic
 
