@@ -52,6 +52,9 @@ MAX_NEWTON = 40  # iterations per step before the step is given up
 CHORD_ITERATIONS = 4  # iterations on one reduced stiffness before it is retaken
 
 
+Progress = Callable[[float, str], None]
+
+
 @dataclass
 class Subspace:
     """The solid's lattice and reduced basis for one mesh, pin set and Poisson ratio.
@@ -79,19 +82,32 @@ def applies(mesh: Mesh, params: SimParams) -> bool:
     return is_closed(mesh) and len(params.pins) > 0 and params.ground is None and not params.colliders
 
 
-def build_subspace(mesh: Mesh, pins: np.ndarray, poisson: float, seed: int = 0) -> Subspace:
-    """Embed the solid, take its modes and modal derivatives and fit the cubature (a few seconds)."""
+def build_subspace(mesh: Mesh, pins: np.ndarray, poisson: float, seed: int = 0, progress: Progress | None = None,
+                   should_cancel: Callable[[], bool] | None = None) -> Subspace:
+    """Embed the solid, take its modes and modal derivatives and fit the cubature (seconds to tens of seconds):
+    progress in [0, 1] and a chance to cancel between the stages."""
+    def stage(fraction: float, message: str) -> None:
+        if should_cancel is not None and should_cancel():
+            raise Cancelled("simulation cancelled")
+        if progress is not None:
+            progress(fraction, message)
+
+    stage(0.0, "filling the solid with a lattice")
     volume = enclosed_volume(mesh) if is_closed(mesh) else None
     cell = lattice_cell(mesh.vertices, volume or enclosed_by_winding(mesh), LATTICE)
     body = embed_solid(mesh, np.asarray(pins, np.int64), volume, cell)
+    stage(0.35, "the solid's vibration modes")
     unit = SimParams(stiffness=1.0, density=1.0, poisson=poisson)
     lattice = Lattice(body, unit)
     modes, omega = lattice.modes(MODES)
+    stage(0.5, "the modes' derivatives")
     derivatives = lattice.modal_derivatives(modes)
     basis = lattice.orthonormal(np.hstack([modes, derivatives, lattice.static_responses()]))
+    stage(0.7, "the solid's cubature")
     rng = np.random.default_rng(seed)
     poses = quadratic_poses(modes, derivatives, omega, bbox_diagonal(mesh.vertices), rng)
     tets, weights, error = fit_cubature(lattice, basis, poses, rng)
+    stage(1.0, "the solid's subspace is built")
     return subspace(body, basis, tets, weights * body.stiffness[tets], lattice.edge, error)
 
 
@@ -258,9 +274,6 @@ class ReducedElasticity:
         """The PSD-projected reduced stiffness U^T K U (r, r)."""
         HU = self.elastic.hessian_blocks(self._x(q)) @ self.carried
         return self.carried.reshape(-1, self.carried.shape[-1]).T @ HU.reshape(-1, HU.shape[-1])
-
-
-Progress = Callable[[float, str], None]
 
 
 def simulate(sub: Subspace, mesh: Mesh, params: SimParams, progress: Progress | None = None,

@@ -63,8 +63,9 @@ class Simulator:
         progress(1.0, "done")
         return positions
 
-    def solid(self, mesh: meshlib.Mesh, params: SimParams,
-              progress: Progress | None = None) -> tuple[continuum_solid.Subspace, meshlib.Mesh, np.ndarray]:
+    def solid(self, mesh: meshlib.Mesh, params: SimParams, progress: Progress | None = None,
+              should_cancel: Callable[[], bool] | None = None
+              ) -> tuple[continuum_solid.Subspace, meshlib.Mesh, np.ndarray]:
         """A pinned solid's subspace (``continuum_solid``), built in the scene's own axes (mesh.principal_frame)
         so that its lattice, and so its motion, turn with the scene; with the mesh in those axes and the axes
         (3, 3). Kept per mesh, pins, axes and Poisson ratio: a re-simulate after any other change only
@@ -74,17 +75,21 @@ class Simulator:
         key = hashlib.sha1(mesh.vertices.tobytes() + mesh.faces.tobytes() + params.pins.tobytes()
                            + axes.tobytes() + np.float64(params.poisson).tobytes()).hexdigest()
         if self._subspace is None or self._subspace[0] != key:
-            if progress is not None:
-                progress(0.0, "building the solid's modes")
-            self._subspace = (key, continuum_solid.build_subspace(local, params.pins, params.poisson))
+            sub = continuum_solid.build_subspace(local, params.pins, params.poisson, progress=progress,
+                                                 should_cancel=should_cancel)
+            self._subspace = (key, sub)
         return self._subspace[1], local, axes
 
     def _continuum(self, mesh: meshlib.Mesh, params: SimParams, progress: Progress,
                    should_cancel: Callable[[], bool] | None) -> np.ndarray:
-        sub, local, axes = self.solid(mesh, params, progress)
-        progress(0.05, "integrating the solid's dynamics")
+        """A pinned solid: a run that builds its subspace spends the first half of the bar on it."""
+        before = self._subspace
+        sub, local, axes = self.solid(mesh, params, lambda fraction, message: progress(0.5 * fraction, message),
+                                      should_cancel)
+        start = 0.05 if self._subspace is before else 0.5
+        progress(start, "integrating the solid's dynamics")
         out = continuum_solid.simulate(sub, local, turned(params, axes),
-                                       lambda fraction, message: progress(0.05 + 0.95 * fraction, message),
+                                       lambda fraction, message: progress(start + (1 - start) * fraction, message),
                                        should_cancel)
         return (out @ axes.T.astype(np.float32)).astype(np.float32)
 

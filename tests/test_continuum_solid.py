@@ -76,6 +76,11 @@ def test_a_resimulate_after_a_tweak_reuses_the_subspace_and_cancel_stops(sim, be
     assert sim._subspace is built and seen[-1] == 1.0
     with pytest.raises(Cancelled):
         sim.simulate(v, f, _params(v, pins, frames=4), should_cancel=lambda: True)
+    seen.clear()
+    with pytest.raises(Cancelled):  # a new mesh: cancelled while its subspace is built, which is not kept
+        sim.simulate(v * 1.1, f, _params(v, pins, frames=4), progress=lambda fraction, message: seen.append(fraction),
+                     should_cancel=lambda: len(seen) >= 2)
+    assert sim._subspace is built and 0 < max(seen) <= 0.5
 
 
 def test_pins_are_exact_and_gravity_sets_the_direction(block, block_subspace):
