@@ -2,10 +2,10 @@
 
 Issue 22 asks for the latent Lagrangian to use the material's own energy, and `subspace_stiffness.py` found the
 learned subspace 2-6x too stiff in frequency for that. This script asks the question end to end, on the
-validated reference's own discretization, so that the only difference from the reference is the subspace: the
-solid is embedded in the reference's lattice (`lattice.embed_solid`), its nodes move as x = X + U q for a basis
-U, and q follows `continuum_solid.integrate` (the reference's BDF2 incremental potential) with the exact reduced
-energy, every lattice tet, instead of the product's cubature. Bases:
+validated reference's own discretization, so that what differs from the reference is the subspace and the time
+step: the solid is embedded in the reference's lattice (`lattice.embed_solid`), its nodes move as x = X + U q for a
+basis U, and q follows `continuum_solid.integrate` (the reference's dynamics, by implicit midpoint where the
+reference takes BDF2) with the exact reduced energy, every lattice tet, instead of the product's cubature. Bases:
 
 * ``modes r``: the lattice's r lowest linear vibration modes about rest, pins held;
 * ``fields``: the decoder's basis fields (its whole linear span) at the lattice nodes, pins held as the

@@ -5,6 +5,7 @@ minimization by Newton's method, to the tolerance the product's pinned solids (c
 # frequency w grows as (w h)^4: see docs/physics-validation.md for what this rate costs per preset.
 STEP_RATE = 96.0
 NEWTON_TOLERANCE = 1e-4  # converged when no node moves by more than this fraction of a lattice edge in one iteration
+RAYLEIGH_REFRESH = 0.01  # change of any F entry (strain or rotation, rad) after which Rayleigh's stiffness is retaken
 
 
 def bdf2(x, v, x_prev, v_prev, h):

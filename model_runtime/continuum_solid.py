@@ -26,7 +26,7 @@ import scipy.optimize as opt
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from .bdf2 import NEWTON_TOLERANCE
+from .bdf2 import NEWTON_TOLERANCE, RAYLEIGH_REFRESH
 from .errors import Cancelled, SimulationError
 from .frame_motion import FrameMotion
 from .lattice import EmbeddedSolid, LatticeSize, embed_solid, lattice_cell
@@ -276,6 +276,27 @@ class ReducedElasticity:
         return self.carried.reshape(-1, self.carried.shape[-1]).T @ HU.reshape(-1, HU.shape[-1])
 
 
+class _Stiffness:
+    """The reduced stiffness a step's Newton and Rayleigh damping use, kept from step to step (it is most of a
+    step's cost) and retaken, as the reference does, once any cubature tet's F has moved by RAYLEIGH_REFRESH from
+    where it was taken, or when Newton stalls on it."""
+
+    def __init__(self, elastic: ReducedElasticity):
+        self.elastic = elastic
+        self.K: np.ndarray | None = None
+        self.F = None
+
+    def at(self, q: np.ndarray) -> np.ndarray:
+        F = self.elastic.elastic.deformation(self.elastic._x(q))
+        if self.K is None or float((F - self.F).abs().max()) > RAYLEIGH_REFRESH:
+            self.K, self.F = self.elastic.stiffness(q), F
+        return self.K
+
+    def retake(self, q: np.ndarray) -> np.ndarray:
+        self.K, self.F = self.elastic.stiffness(q), self.elastic.elastic.deformation(self.elastic._x(q))
+        return self.K
+
+
 def simulate(sub: Subspace, mesh: Mesh, params: SimParams, progress: Progress | None = None,
              should_cancel: Callable[[], bool] | None = None) -> np.ndarray:
     """Vertex positions (frames + 1, V, 3) float32 from rest."""
@@ -315,6 +336,7 @@ def integrate(sub: Subspace, params: SimParams, progress: Progress | None = None
     p = params
     rho, r = p.density, sub.dims
     elastic = ReducedElasticity(sub, p)
+    stiffness = _Stiffness(elastic)
     n = len(sub.body.nodes)
     x0 = sub.body.nodes.astype(np.float64)
     U3 = sub.basis.reshape(n, 3, r)
@@ -349,7 +371,7 @@ def integrate(sub: Subspace, params: SimParams, progress: Progress | None = None
             raise Cancelled("simulation cancelled")
         for k in range(steps):
             t = (frame_index * steps + k) * h
-            state = _step(elastic, rho, p, push(t, state[0], state[1]), *state, h)
+            state = _step(elastic, stiffness, rho, p, push(t, state[0], state[1]), *state, h)
         qs.append(state[0])
         qds.append(state[1])
         if progress is not None:
@@ -357,17 +379,18 @@ def integrate(sub: Subspace, params: SimParams, progress: Progress | None = None
     return np.stack(qs), np.stack(qds)
 
 
-def _step(elastic: ReducedElasticity, rho: float, p: SimParams, force: np.ndarray, q, qd, qd_prev, h):
+def _step(elastic: ReducedElasticity, stiffness: _Stiffness, rho: float, p: SimParams, force: np.ndarray, q, qd,
+          qd_prev, h):
     """One implicit midpoint step: the midpoint y = q + h/2 v_mid minimizes Phi(y) = rho/2 |y - q - h/2 qd|^2 +
     (h/2)^2 [Psi(y) - f.y + 1/h |y - q|_D^2] with D = c rho I + beta K(q), then q' = 2 y - q and
     qd' = 4 (y - q) / h - qd; returns (q', qd', qd). Symplectic, so no numerical damping (the reference's BDF2
-    damps); A-stable, so no mode sets the step. Newton's matrix is the step's start's stiffness, retaken where the
-    iterations stall (the r x r solve is free; the stiffness is what costs), with a backtracking line search on
-    Phi; Newton starts from the velocity's trend (Adams-Bashforth 2)."""
+    damps); A-stable, so no mode sets the step. Newton's matrix is ``stiffness`` at the step's start, retaken
+    where the iterations stall (the r x r solve is free; the stiffness is what costs), with a backtracking line
+    search on Phi; Newton starts from the velocity's trend (Adams-Bashforth 2)."""
     r = len(q)
     tau2, alpha, q_hat = 0.25 * h * h, 2.0 / h, q + 0.5 * h * qd
     y = q_hat if qd_prev is None else q + 0.5 * h * (1.5 * qd - 0.5 * qd_prev)
-    K = elastic.stiffness(q)
+    K = stiffness.at(q)
     damp = p.drag * rho * np.eye(r) + p.damping * K
 
     def potential(y_):
@@ -379,7 +402,7 @@ def _step(elastic: ReducedElasticity, rho: float, p: SimParams, force: np.ndarra
     phi, g = potential(y)
     for iteration in range(MAX_NEWTON):
         if iteration and iteration % CHORD_ITERATIONS == 0:
-            K = elastic.stiffness(y)
+            K = stiffness.retake(y)
         dy = -np.linalg.solve(rho * np.eye(r) + tau2 * (K + alpha * damp), g)
         s = 1.0
         while True:

@@ -52,7 +52,7 @@ def test_a_cloth_turned_with_its_gravity_moves_the_same_turned(sim, seed):
 
 
 def test_a_pinned_solid_turned_with_its_gravity_moves_the_same_turned(sim):
-    """A solid's stiffness is matched to its own continuum statics, on a lattice that must turn with it too."""
+    """A pinned solid's lattice, modes and cubature are built in its own axes, so they must turn with it too."""
     v, f = box_surface((4, 2, 2), (0.4, 0.1, 0.1))
     pins = np.nonzero(v[:, 0] == v[:, 0].min())[0]
     R = Rotation.random(random_state=3).as_matrix()
