@@ -21,7 +21,7 @@ The product (`model_runtime.simulate`: for a pinned solid, `continuum_solid` on 
 run on the same case for comparison.
 
     .venv/bin/python benchmarks/lattice_subspace.py [--mesh ../shared/meshes/cheburashka.obj] [--beam]
-        [--derivatives-only | --product-only]
+        [--derivatives-only | --product-only] [--ground GAP]
 """
 
 import argparse
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 import model_runtime
-from model_runtime import continuum_solid
+from model_runtime import contact, continuum_solid
 from model_runtime import mesh as meshlib
 from model_runtime.dynamics import DTYPE, LatentMap
 from model_runtime.encoding import _hold_pins, decoder_view
@@ -76,7 +76,7 @@ def run_case(name: str, mesh: meshlib.Mesh, params: SimParams, counts=(8, 16, 32
     rest_err = float(vertex_error(np.repeat(v[None], len(ref), 0), ref, diag)[1:].mean())
     t = time.perf_counter()
     model = model_runtime.simulate(v, f, **{k: getattr(params, k) for k in (
-        "frames", "fps", "gravity", "drag", "stiffness", "density", "damping", "poisson", "thickness")},
+        "frames", "fps", "gravity", "drag", "stiffness", "density", "damping", "poisson", "thickness", "ground")},
         pins=pins).astype(np.float64)
     t_model = time.perf_counter() - t
     volume = meshlib.enclosed_volume(mesh) if meshlib.is_closed(mesh) else None
@@ -109,11 +109,16 @@ def run_case(name: str, mesh: meshlib.Mesh, params: SimParams, counts=(8, 16, 32
     bases.append((f"fields + modes {m} + their derivatives", np.hstack([fields, derivatives])))
     bases.append((f"modes {m} + their derivatives + static loads",
                   np.hstack([derivatives, lattice.static_responses()])))
+    colliders = contact.scene_colliders(params.ground, params.colliders)
     for label, U in bases:
         sub = continuum_solid.subspace(body, lattice.orthonormal(U))
         t = time.perf_counter()
-        positions = continuum_solid.simulate(sub, mesh, params)
+        positions = continuum_solid.simulate(sub, mesh, params, colliders=colliders)
         row(label, sub.dims, positions, time.perf_counter() - t)
+
+
+def ground(vertices: np.ndarray, gap: float | None) -> float | None:
+    return None if gap is None else float(vertices[:, 2].min()) - gap
 
 
 def main(argv=None) -> int:
@@ -124,6 +129,8 @@ def main(argv=None) -> int:
     ap.add_argument("--poisson", type=float, default=None, help="Poisson ratio (default: the preset's)")
     ap.add_argument("--derivatives-only", action="store_true", help="only the modal-derivative bases")
     ap.add_argument("--product-only", action="store_true", help="only the product against the reference")
+    ap.add_argument("--ground", type=float, default=None, metavar="GAP",
+                    help="a ground plane GAP m below the body's lowest point")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     frames = int(round(24 * args.seconds))
@@ -134,15 +141,17 @@ def main(argv=None) -> int:
         mesh = meshlib.validate(v, f)
         pins = np.nonzero(v[:, 0] < 1e-9)[0]
         params = make_params(frames=frames, material="rubber", stiffness=1e6, drag=0.0, damping=0.0, pins=pins,
-                             poisson=args.poisson, num_vertices=len(v))
-        run_case(f"rubber box cantilever L 0.3 m, side 0.06 m, E 1 MPa, Poisson {params.poisson}, no drag or damping",
+                             poisson=args.poisson, num_vertices=len(v), ground=ground(v, args.ground))
+        run_case(f"rubber box cantilever L 0.3 m, side 0.06 m, E 1 MPa, Poisson {params.poisson}, no drag or damping"
+                 + ("" if args.ground is None else f", ground {args.ground} m below"),
                  mesh, params, only_derivatives=args.derivatives_only, only_product=args.product_only)
     else:
         mesh = normalize_mesh(meshlib.read_obj(args.mesh), 0.5)
         pins = default_pins(mesh)
         params = make_params(frames=frames, material="jelly", drag=0.5, pins=pins, poisson=args.poisson,
-                             num_vertices=len(mesh.vertices))
-        run_case(f"{args.mesh.split('/')[-1]} 0.5 m, jelly, Poisson {params.poisson}, drag 0.5, lowest 10% pinned",
+                             num_vertices=len(mesh.vertices), ground=ground(mesh.vertices, args.ground))
+        run_case(f"{args.mesh.split('/')[-1]} 0.5 m, jelly, Poisson {params.poisson}, drag 0.5, lowest 10% pinned"
+                 + ("" if args.ground is None else f", ground {args.ground} m below"),
                  mesh, params, only_derivatives=args.derivatives_only, only_product=args.product_only)
     return 0
 

@@ -12,7 +12,6 @@ import torch
 
 from . import contact, statics
 from . import mesh as meshlib
-from .contact import make_colliders
 from .dynamics import DTYPE, Body, LatentMap, skew
 from .encoding import Encoding
 from .errors import MeshError, SimulationError
@@ -104,8 +103,7 @@ def build_body(enc: Encoding, p: SimParams, coeff: CoefficientMLP,
     else:
         added_mass, stretch_inertia = torch.zeros_like(omega), 1.0 / omega_cut**2
         omega_max = float((omega / (1.0 + (omega / omega_cut) ** 2).sqrt()).max())
-    colliders = make_colliders(p.colliders)
-    colliders += () if p.ground is None else (contact.ground(p.ground),)
+    colliders = contact.scene_colliders(p.ground, p.colliders)
     ground_omega = 2.0 * omega_cut if colliders else 0.0
     rate = max(omega_max, p.drag, ground_omega, p.damping * omega_max**2)
     substeps = int(min(MAX_SUBSTEPS, max(1, math.ceil(rate * dt / STABLE_STEP))))

@@ -13,6 +13,11 @@ import numpy as np
 from .errors import ParameterError
 
 SHAPES = ("plane", "sphere", "box", "convex")
+# The implicit solvers' contact (the reference's lattice and the product's pinned solids): a stiff penalty, which
+# only an implicit step can take, with Coulomb friction lagged from the step's start.
+CONTACT_STIFFNESS = 1.0e6  # penalty per kg of contact mass, N/m/kg = 1/s^2: rests g / k ~ 0.01 mm deep
+CONTACT_FRICTION = 0.5  # Coulomb coefficient of every collider
+SLIP_SPEED = 1e-2  # m/s: slower tangential motion on a collider is resisted viscously (sticks), faster at mu N
 
 
 @dataclass(frozen=True)
@@ -36,10 +41,21 @@ class Collider:
         depth = margin[np.arange(len(x)), nearest]
         return np.maximum(depth, 0.0), self.planes[nearest, :3]
 
+    def turned(self, axes: np.ndarray) -> "Collider":
+        """This collider seen in the axes ``axes`` (3, 3) (columns: the axes in these coordinates)."""
+        if self.planes is None:
+            return Collider(center=self.center @ axes, radius=self.radius)
+        return Collider(planes=np.column_stack([self.planes[:, :3] @ axes, self.planes[:, 3]]))
+
 
 def ground(height: float) -> Collider:
     """The ground plane z = height, solid below."""
     return Collider(planes=np.array([[0.0, 0.0, 1.0, height]]))
+
+
+def scene_colliders(height: float | None, specs) -> tuple[Collider, ...]:
+    """The scene's colliders (make_colliders) and, where ``height`` is set, the ground plane z = height."""
+    return make_colliders(specs) + (() if height is None else (ground(height),))
 
 
 def contact_force(colliders, x: np.ndarray, xd: np.ndarray, mass: np.ndarray, k: float) -> np.ndarray:

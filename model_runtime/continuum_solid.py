@@ -7,7 +7,8 @@ linear vibration modes about rest, pins held; their modal derivatives (Barbic an
 to the change of stiffness along one mode acting on another, since linear modes alone rotate by stretching and lock
 under large bending; and the static responses to a uniform load along each axis, the shape a steady load settles
 into (docs/decisions.md). q follows the reference's dynamics (stable Neo-Hookean, lumped masses, drag c M,
-Rayleigh beta K, pins exact) by implicit midpoint steps, each a minimization by Newton in q, with the elastic energy
+Rayleigh beta K, pins exact, the reference's penalty contact with the colliders on the surface's vertices) by
+implicit midpoint steps, each a minimization by Newton in q, with the elastic energy
 integrated by an optimized cubature (An, Kim and James 2008): a few hundred of the lattice's tets with non-negative
 weights that reproduce the reduced forces of training poses on the modes' quadratic manifold.
 
@@ -27,10 +28,11 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from .bdf2 import NEWTON_TOLERANCE, RAYLEIGH_REFRESH
+from .contact import CONTACT_FRICTION, CONTACT_STIFFNESS, SLIP_SPEED, Collider
 from .errors import Cancelled, SimulationError
 from .frame_motion import FrameMotion
 from .lattice import EmbeddedSolid, LatticeSize, embed_solid, lattice_cell
-from .mesh import Mesh, bbox_diagonal, enclosed_volume, is_closed
+from .mesh import Mesh, bbox_diagonal, enclosed_volume, face_areas, is_closed
 from .params import SimParams
 from .tets import StiffnessPattern, TetElasticity, node_masses, signed_tet_volumes
 from .wind import make_wind
@@ -77,9 +79,9 @@ class Subspace:
 
 
 def applies(mesh: Mesh, params: SimParams) -> bool:
-    """Whether this path simulates the body: a closed solid with pins and no ground or colliders (contact is still
-    the spring network's)."""
-    return is_closed(mesh) and len(params.pins) > 0 and params.ground is None and not params.colliders
+    """Whether this path simulates the body: a closed solid with pins (free solids are still the spring
+    network's)."""
+    return is_closed(mesh) and len(params.pins) > 0
 
 
 def build_subspace(mesh: Mesh, pins: np.ndarray, poisson: float, seed: int = 0, progress: Progress | None = None,
@@ -297,10 +299,62 @@ class _Stiffness:
         return self.K
 
 
+class Contact:
+    """Penalty contact of the surface's vertices with static colliders, the reference's law (contact.CONTACT_*):
+    energy k m depth^2 / 2, its stiffness Gauss-Newton (k m B^T n n^T B), and a viscosity taken at a step's start:
+    Coulomb friction along the surface and critical damping of the penalty along the normal, since the symplectic
+    step would keep the penalty's own oscillation (the reference's BDF2 damps it). A vertex's contact mass is the
+    body's mass shared by surface area, so a body rests g / (k x its touching fraction of area) deep whatever the
+    mesh's resolution; pinned vertices take no contact."""
+
+    def __init__(self, sub: Subspace, mesh: Mesh, pins: np.ndarray, colliders: tuple[Collider, ...], density: float):
+        area = np.zeros(len(mesh.vertices))
+        np.add.at(area, mesh.faces.ravel(), np.repeat(face_areas(mesh) / 3.0, 3))
+        area[pins] = 0.0
+        mass = node_masses(sub.body.node_volume, density).sum() * area / area.sum()
+        keep = mass > 0.0
+        self.X, self.B, self.m = mesh.vertices[keep].astype(np.float64), sub.vertex_basis[keep], mass[keep]
+        self.colliders = colliders
+
+    def _touching(self, q: np.ndarray):
+        """(vertex indices, depths, normals, normals times the basis (T, r)) of the vertices inside each collider."""
+        x = self.X + self.B @ q
+        for collider in self.colliders:
+            depth, normal = collider.penetration(x)
+            idx = np.flatnonzero(depth > 0.0)
+            if len(idx):
+                yield idx, depth[idx], normal[idx], np.einsum("tdr,td->tr", self.B[idx], normal[idx])
+
+    def energy_force_stiffness(self, q: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """Contact energy (J), its gradient in q (r,) and its Gauss-Newton stiffness (r, r)."""
+        r = len(q)
+        e, g, H = 0.0, np.zeros(r), np.zeros((r, r))
+        for idx, depth, _, Bn in self._touching(q):
+            w = CONTACT_STIFFNESS * self.m[idx]
+            e += 0.5 * float(w @ depth**2)
+            g -= (w * depth) @ Bn
+            H += Bn.T @ (w[:, None] * Bn)
+        return e, g, H
+
+    def viscosity(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+        """The contacts' reduced viscosity (r, r) at (q, qd): friction mu N / max(slide, SLIP_SPEED) along the
+        surface, 2 sqrt(k) m along the normal."""
+        D = np.zeros((len(q), len(q)))
+        for idx, depth, normal, Bn in self._touching(q):
+            along = self.B[idx] - normal[:, :, None] * Bn[:, None, :]  # (I - n n^T) B: the tangential part
+            v = along @ qd
+            friction = (CONTACT_FRICTION * CONTACT_STIFFNESS * self.m[idx] * depth
+                        / np.maximum(np.linalg.norm(v, axis=1), SLIP_SPEED))
+            D += np.einsum("t,tdr,tds->rs", friction, along, along)
+            D += Bn.T @ ((2.0 * math.sqrt(CONTACT_STIFFNESS) * self.m[idx])[:, None] * Bn)
+        return D
+
+
 def simulate(sub: Subspace, mesh: Mesh, params: SimParams, progress: Progress | None = None,
-             should_cancel: Callable[[], bool] | None = None) -> np.ndarray:
-    """Vertex positions (frames + 1, V, 3) float32 from rest."""
-    return positions(sub, mesh, params.pins, integrate(sub, params, progress, should_cancel)[0])
+             should_cancel: Callable[[], bool] | None = None, colliders: tuple[Collider, ...] = ()) -> np.ndarray:
+    """Vertex positions (frames + 1, V, 3) float32 from rest, with ``colliders`` in the mesh's coordinates."""
+    contact = Contact(sub, mesh, params.pins, colliders, params.density) if colliders else None
+    return positions(sub, mesh, params.pins, integrate(sub, params, progress, should_cancel, contact)[0])
 
 
 def positions(sub: Subspace, mesh: Mesh, pins: np.ndarray, Q: np.ndarray) -> np.ndarray:
@@ -330,7 +384,8 @@ def _masses(sub: Subspace, density: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def integrate(sub: Subspace, params: SimParams, progress: Progress | None = None,
-              should_cancel: Callable[[], bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
+              should_cancel: Callable[[], bool] | None = None, contact: Contact | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
     """Reduced coordinates and velocities (frames + 1, r) at every frame from rest: implicit midpoint steps of the
     continuum's dynamics in q, STEP_RATE steps per simulated second at least."""
     p = params
@@ -371,7 +426,7 @@ def integrate(sub: Subspace, params: SimParams, progress: Progress | None = None
             raise Cancelled("simulation cancelled")
         for k in range(steps):
             t = (frame_index * steps + k) * h
-            state = _step(elastic, stiffness, rho, p, push(t, state[0], state[1]), *state, h)
+            state = _step(elastic, stiffness, contact, rho, p, push(t, state[0], state[1]), *state, h)
         qs.append(state[0])
         qds.append(state[1])
         if progress is not None:
@@ -379,10 +434,11 @@ def integrate(sub: Subspace, params: SimParams, progress: Progress | None = None
     return np.stack(qs), np.stack(qds)
 
 
-def _step(elastic: ReducedElasticity, stiffness: _Stiffness, rho: float, p: SimParams, force: np.ndarray, q, qd,
-          qd_prev, h):
+def _step(elastic: ReducedElasticity, stiffness: _Stiffness, contact: Contact | None, rho: float, p: SimParams,
+          force: np.ndarray, q, qd, qd_prev, h):
     """One implicit midpoint step: the midpoint y = q + h/2 v_mid minimizes Phi(y) = rho/2 |y - q - h/2 qd|^2 +
-    (h/2)^2 [Psi(y) - f.y + 1/h |y - q|_D^2] with D = c rho I + beta K(q), then q' = 2 y - q and
+    (h/2)^2 [Psi(y) - f.y + 1/h |y - q|_D^2] with Psi elastic plus contact energy and D = c rho I + beta K(q) plus
+    the contacts' viscosity at (q, qd), then q' = 2 y - q and
     qd' = 4 (y - q) / h - qd; returns (q', qd', qd). Symplectic, so no numerical damping (the reference's BDF2
     damps); A-stable, so no mode sets the step. Newton's matrix is ``stiffness`` at the step's start, retaken
     where the iterations stall (the r x r solve is free; the stiffness is what costs), with a backtracking line
@@ -392,25 +448,30 @@ def _step(elastic: ReducedElasticity, stiffness: _Stiffness, rho: float, p: SimP
     y = q_hat if qd_prev is None else q + 0.5 * h * (1.5 * qd - 0.5 * qd_prev)
     K = stiffness.at(q)
     damp = p.drag * rho * np.eye(r) + p.damping * K
+    if contact is not None:
+        damp = damp + contact.viscosity(q, qd)
+    no_contact = (0.0, 0.0, 0.0)
 
     def potential(y_):
+        """Phi, its gradient and the contacts' stiffness at y_."""
         e, g = elastic.energy_and_force(y_)
+        e_c, g_c, H_c = no_contact if contact is None else contact.energy_force_stiffness(y_)
         d = y_ - q
-        phi = 0.5 * rho * (y_ - q_hat) @ (y_ - q_hat) + tau2 * (e - force @ y_ + 0.5 * alpha * d @ damp @ d)
-        return phi, rho * (y_ - q_hat) + tau2 * (g - force + alpha * damp @ d)
+        phi = 0.5 * rho * (y_ - q_hat) @ (y_ - q_hat) + tau2 * (e + e_c - force @ y_ + 0.5 * alpha * d @ damp @ d)
+        return phi, rho * (y_ - q_hat) + tau2 * (g + g_c - force + alpha * damp @ d), H_c
 
-    phi, g = potential(y)
+    phi, g, H_c = potential(y)
     for iteration in range(MAX_NEWTON):
         if iteration and iteration % CHORD_ITERATIONS == 0:
             K = stiffness.retake(y)
-        dy = -np.linalg.solve(rho * np.eye(r) + tau2 * (K + alpha * damp), g)
+        dy = -np.linalg.solve(rho * np.eye(r) + tau2 * (K + H_c + alpha * damp), g)
         s = 1.0
         while True:
-            phi_new, g_new = potential(y + s * dy)
+            phi_new, g_new, H_new = potential(y + s * dy)
             if phi_new <= phi + 1e-4 * s * (g @ dy) or s < 1e-6:
                 break
             s *= 0.5
-        y, phi, g = y + s * dy, phi_new, g_new
+        y, phi, g, H_c = y + s * dy, phi_new, g_new, H_new
         if s * float(np.abs(dy) @ elastic.reach) <= elastic.tolerance:
             return 2.0 * y - q, 2.0 * alpha * (y - q) - qd, qd
     raise SimulationError("the solid's step did not converge; try a stiffer material, a lower gravity or more drag")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from . import continuum_solid
+from . import contact, continuum_solid
 from . import mesh as meshlib
 from .body import Plan, _rigid_fields, build_body
 from .dynamics import DTYPE, State, quat_to_matrix
@@ -88,9 +88,10 @@ class Simulator:
                                       should_cancel)
         start = 0.05 if self._subspace is before else 0.5
         progress(start, "integrating the solid's dynamics")
+        colliders = tuple(c.turned(axes) for c in contact.scene_colliders(params.ground, params.colliders))
         out = continuum_solid.simulate(sub, local, turned(params, axes),
                                        lambda fraction, message: progress(start + (1 - start) * fraction, message),
-                                       should_cancel)
+                                       should_cancel, colliders)
         return (out @ axes.T.astype(np.float32)).astype(np.float32)
 
     @torch.no_grad()

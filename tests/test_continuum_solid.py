@@ -1,6 +1,7 @@
 """Pinned solids through the continuum's own dynamics in their modes' and modal derivatives' subspace, checked
-against closed-form mechanics: a cantilever's sag and first frequency, exact pins, gravity's direction, drag,
-energy without dissipation, the cubature against the whole lattice, and the scene turned."""
+against closed-form mechanics: a cantilever's sag and first frequency, contact with the ground and a collider,
+exact pins, gravity's direction, drag, energy without dissipation, the cubature against the whole lattice, and the
+scene turned."""
 
 import numpy as np
 import pytest
@@ -51,7 +52,7 @@ def test_a_pinned_closed_solid_takes_the_continuum_path(block):
     mesh = validate(v, f)
     assert continuum_solid.applies(mesh, _params(v, pins))
     assert not continuum_solid.applies(mesh, _params(v, pins[:0]))
-    assert not continuum_solid.applies(mesh, _params(v, pins, ground=-1.0))
+    assert continuum_solid.applies(mesh, _params(v, pins, ground=-1.0))
 
 
 def test_cantilever_sag_and_frequency_match_euler_bernoulli(sim, beam):
@@ -81,6 +82,33 @@ def test_a_resimulate_after_a_tweak_reuses_the_subspace_and_cancel_stops(sim, be
         sim.simulate(v * 1.1, f, _params(v, pins, frames=4), progress=lambda fraction, message: seen.append(fraction),
                      should_cancel=lambda: len(seen) >= 2)
     assert sim._subspace is built and 0 < max(seen) <= 0.5
+
+
+def test_a_ground_out_of_reach_changes_nothing_and_one_in_reach_holds_the_tip(sim, beam):
+    """Rubber sags ~3 cm: a ground 1 cm under the beam catches its tip (the reference's contact law: it rests
+    ~0.1 mm deep), one 1 m under it changes nothing: switching the ground on does not change the physics."""
+    v, f, pins, tip = beam
+    free = sim.simulate(v, f, _params(v, pins, stiffness=1e6, drag=0.5))
+    assert np.array_equal(sim.simulate(v, f, _params(v, pins, stiffness=1e6, drag=0.5, ground=v[:, 2].min() - 1)),
+                          free)
+    ground = v[:, 2].min() - 0.01
+    held = sim.simulate(v, f, _params(v, pins, stiffness=1e6, drag=0.5, ground=ground))
+    assert free[-1, tip, 2].mean() - v[tip, 2].mean() < -0.02
+    assert held[:, :, 2].min() > ground - 3e-3  # the penalty's give on impact (1.5 mm measured)
+    assert held[12:, :, 2].min() > ground - 5e-4  # at rest on it
+    assert abs(held[-1, tip, 2].mean() - ground - (v[tip, 2].mean() - v[:, 2].min())) < 1e-3
+
+
+def test_a_sphere_collider_holds_the_solid_off_it(sim, beam):
+    """A Collision sphere just under the beam's free half: no vertex ends up more than 1 mm inside it."""
+    v, f, pins, tip = beam
+    center, radius = np.array([0.22, 0.0, v[:, 2].min() - 0.005 - 0.05]), 0.05
+    p = _params(v, pins, stiffness=1e6, drag=0.5,
+                colliders=[{"shape": "sphere", "center": center.tolist(), "radius": radius}])
+    out = sim.simulate(v, f, p)
+    inside = radius - np.linalg.norm(out - center, axis=-1)
+    assert inside.max() < 1e-3
+    assert out[-1, tip, 2].mean() - v[tip, 2].mean() < -0.005  # it did come down onto the sphere
 
 
 def test_pins_are_exact_and_gravity_sets_the_direction(block, block_subspace):

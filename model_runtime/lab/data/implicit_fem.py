@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse.linalg as spla
 
 from ...bdf2 import NEWTON_TOLERANCE, RAYLEIGH_REFRESH, STEP_RATE, bdf2
+from ...contact import CONTACT_FRICTION, CONTACT_STIFFNESS, SLIP_SPEED
 from ...errors import Cancelled, SimulationError
 from ...params import SimParams
 from ...tets import StiffnessPattern, TetElasticity, node_masses
@@ -30,9 +31,6 @@ from ...tets import StiffnessPattern, TetElasticity, node_masses
 MAX_NEWTON = 40  # iterations per step before the step is retried at half the size
 CHORD_ITERATIONS = 10  # iterations on the last factorized Hessian before a step computes and factorizes a new one
 RETRIES = 3  # halvings of the step before a frame is given up
-CONTACT_STIFFNESS = 1.0e6  # ground penalty per kg of node mass, N/m/kg = 1/s^2: rests g / k ~ 0.01 mm deep
-CONTACT_FRICTION = 0.5  # Coulomb coefficient of the ground
-SLIP_SPEED = 1e-2  # m/s: slower tangential motion on the ground is resisted viscously (sticks), faster at mu N
 
 
 class _NotConverged(Exception):
