@@ -5,7 +5,8 @@ The v2 evaluation set (`configs/data-v2.json`, seed 1) is not stored in git. Its
 kept, and each is simulated over its first 2 s by the reference (cached under --cache, so a rerun resumes) and by
 the product's `Simulator.simulate`. Printed per scene, then the median per family and over all.
 
-    .venv/bin/python benchmarks/v2_pinned.py [--count 158] [--cache data/v2-pinned-reference] [--reverse]
+    .venv/bin/python benchmarks/v2_pinned.py [--count 158 | --indices 13,27] [--reverse]
+        [--cache data/v2-pinned-reference]
 """
 
 import argparse
@@ -36,6 +37,7 @@ def main(argv=None) -> int:
     ap.add_argument("--config", default=str(ROOT / "configs/data-v2.json"))
     ap.add_argument("--cache", default=str(ROOT / "data/v2-pinned-reference"))
     ap.add_argument("--reverse", action="store_true", help="last scene first (a second process shares the cache)")
+    ap.add_argument("--indices", help="comma-separated scene indices, instead of all of 0..count-1")
     args = ap.parse_args(argv)
     config = json.loads(Path(args.config).read_text())
     cache = Path(args.cache)
@@ -44,7 +46,8 @@ def main(argv=None) -> int:
     simulator = Simulator()
     print("| scene | family | variant | V | E kPa | rest 2 s | model 2 s | rest/model | reference s | product s |")
     print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
-    for index in (reversed if args.reverse else iter)(range(args.count)):
+    indices = [int(i) for i in args.indices.split(",")] if args.indices else range(args.count)
+    for index in (reversed if args.reverse else iter)(indices):
         scene = sample_scene(args.seed, index, config)
         mesh = meshlib.Mesh(np.asarray(scene.vertices, np.float64), np.asarray(scene.faces))
         if not continuum_solid.applies(mesh, scene.params):

@@ -31,7 +31,7 @@ from .bdf2 import NEWTON_TOLERANCE, RAYLEIGH_REFRESH
 from .contact import CONTACT_FRICTION, CONTACT_STIFFNESS, SLIP_SPEED, Collider
 from .errors import Cancelled, SimulationError
 from .frame_motion import FrameMotion
-from .lattice import EmbeddedSolid, LatticeSize, embed_solid, lattice_cell
+from .lattice import EmbeddedSolid, LatticeSize, embed_solid, held_together, lattice_cell
 from .mesh import Mesh, bbox_diagonal, enclosed_volume, face_areas, is_closed
 from .params import SimParams
 from .tets import StiffnessPattern, TetElasticity, node_masses, signed_tet_volumes
@@ -97,7 +97,7 @@ def build_subspace(mesh: Mesh, pins: np.ndarray, poisson: float, seed: int = 0, 
     stage(0.0, "filling the solid with a lattice")
     volume = enclosed_volume(mesh) if is_closed(mesh) else None
     cell = lattice_cell(mesh.vertices, volume or enclosed_by_winding(mesh), LATTICE)
-    body = embed_solid(mesh, np.asarray(pins, np.int64), volume, cell)
+    body = held_together(embed_solid(mesh, np.asarray(pins, np.int64), volume, cell))
     stage(0.35, "the solid's vibration modes")
     unit = SimParams(stiffness=1.0, density=1.0, poisson=poisson)
     lattice = Lattice(body, unit)

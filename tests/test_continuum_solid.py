@@ -168,3 +168,30 @@ def test_the_motion_turns_with_the_scene(block):
         turned = _params(v, pins, stiffness=1e5, drag=1.0, gravity=tuple(R @ g) if together else tuple(g))
         back = sim.simulate(v @ R.T, f, turned) @ R
         assert np.linalg.norm(back - base, axis=-1).mean() < 0.02 * motion
+
+
+def test_a_lattice_piece_hanging_by_an_edge_is_dropped_not_left_as_a_free_hinge():
+    """v2's scene 153 (a cheburashka) in its own axes: one lattice cube joins the rest only along an edge, a hinge
+    of zero frequency that swamped the basis. held_together drops it; mass and the surface's rest shape stay."""
+    import json
+    from pathlib import Path
+
+    from model_runtime.lab.data.scenes import sample_scene
+    from model_runtime.lattice import embed_solid, held_together, lattice_cell
+    from model_runtime.mesh import Mesh, enclosed_volume, principal_frame
+
+    config = json.loads((Path(__file__).resolve().parents[1] / "configs/data-v2.json").read_text())
+    scene = sample_scene(1, 153, config)
+    mesh = validate(scene.vertices, scene.faces)
+    local = Mesh(mesh.vertices @ principal_frame(mesh, scene.params.pins, scene.params.gravity), mesh.faces)
+    volume = enclosed_volume(local)
+    body = embed_solid(local, scene.params.pins, volume, lattice_cell(local.vertices, volume, continuum_solid.LATTICE))
+    together = held_together(body)
+    assert 0 < len(body.tets) - len(together.tets) < 0.01 * len(body.tets)
+    assert np.isclose(together.node_volume.sum(), body.node_volume.sum())
+    assert np.abs(together.surface(together.nodes[None])[0] - local.vertices).max() < 1e-9
+    unit = make_params(stiffness=1.0, density=1.0, poisson=scene.params.poisson)
+    omega = continuum_solid.Lattice(body, unit).modes(2)[1]
+    assert omega[0] < 1e-4 * omega[1]  # the hinge
+    omega = continuum_solid.Lattice(together, unit).modes(2)[1]
+    assert omega[0] > 0.1 * omega[1]
