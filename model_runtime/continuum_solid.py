@@ -267,6 +267,10 @@ class ReducedElasticity:
     def _x(self, q: np.ndarray) -> np.ndarray:
         return self.x0 + self.U @ q
 
+    def deformation(self, q: np.ndarray):
+        """The cubature tets' deformation gradients (C, 3, 3) at q."""
+        return self.elastic.deformation(self._x(q))
+
     def energy_and_force(self, q: np.ndarray) -> tuple[float, np.ndarray]:
         """Elastic energy (J) and its gradient in q (r,)."""
         e, g = self.elastic.element_energy_and_gradients(self._x(q))
@@ -288,14 +292,10 @@ class _Stiffness:
         self.K: np.ndarray | None = None
         self.F = None
 
-    def at(self, q: np.ndarray) -> np.ndarray:
-        F = self.elastic.elastic.deformation(self.elastic._x(q))
-        if self.K is None or float((F - self.F).abs().max()) > RAYLEIGH_REFRESH:
+    def at(self, q: np.ndarray, retake: bool = False) -> np.ndarray:
+        F = self.elastic.deformation(q)
+        if retake or self.K is None or float((F - self.F).abs().max()) > RAYLEIGH_REFRESH:
             self.K, self.F = self.elastic.stiffness(q), F
-        return self.K
-
-    def retake(self, q: np.ndarray) -> np.ndarray:
-        self.K, self.F = self.elastic.stiffness(q), self.elastic.elastic.deformation(self.elastic._x(q))
         return self.K
 
 
@@ -311,7 +311,7 @@ class Contact:
         area = np.zeros(len(mesh.vertices))
         np.add.at(area, mesh.faces.ravel(), np.repeat(face_areas(mesh) / 3.0, 3))
         area[pins] = 0.0
-        mass = node_masses(sub.body.node_volume, density).sum() * area / area.sum()
+        mass = density * float(sub.body.node_volume.sum()) * area / area.sum()
         keep = mass > 0.0
         self.X, self.B, self.m = mesh.vertices[keep].astype(np.float64), sub.vertex_basis[keep], mass[keep]
         self.colliders = colliders
@@ -463,7 +463,7 @@ def _step(elastic: ReducedElasticity, stiffness: _Stiffness, contact: Contact | 
     phi, g, H_c = potential(y)
     for iteration in range(MAX_NEWTON):
         if iteration and iteration % CHORD_ITERATIONS == 0:
-            K = stiffness.retake(y)
+            K = stiffness.at(y, retake=True)
         dy = -np.linalg.solve(rho * np.eye(r) + tau2 * (K + H_c + alpha * damp), g)
         s = 1.0
         while True:
