@@ -134,6 +134,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     frames = int(round(24 * args.seconds))
+    below = "" if args.ground is None else f", ground {args.ground} m below"
     if args.beam:
         length, side = 0.3, 0.06
         v, f = box_surface((10, 2, 2), (length, side, side))
@@ -143,7 +144,7 @@ def main(argv=None) -> int:
         params = make_params(frames=frames, material="rubber", stiffness=1e6, drag=0.0, damping=0.0, pins=pins,
                              poisson=args.poisson, num_vertices=len(v), ground=ground(v, args.ground))
         run_case(f"rubber box cantilever L 0.3 m, side 0.06 m, E 1 MPa, Poisson {params.poisson}, no drag or damping"
-                 + ("" if args.ground is None else f", ground {args.ground} m below"),
+                 + below,
                  mesh, params, only_derivatives=args.derivatives_only, only_product=args.product_only)
     else:
         mesh = normalize_mesh(meshlib.read_obj(args.mesh), 0.5)
@@ -151,7 +152,7 @@ def main(argv=None) -> int:
         params = make_params(frames=frames, material="jelly", drag=0.5, pins=pins, poisson=args.poisson,
                              num_vertices=len(mesh.vertices), ground=ground(mesh.vertices, args.ground))
         run_case(f"{args.mesh.split('/')[-1]} 0.5 m, jelly, Poisson {params.poisson}, drag 0.5, lowest 10% pinned"
-                 + ("" if args.ground is None else f", ground {args.ground} m below"),
+                 + below,
                  mesh, params, only_derivatives=args.derivatives_only, only_product=args.product_only)
     return 0
 
