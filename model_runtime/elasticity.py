@@ -196,6 +196,32 @@ def membrane_energy(F: torch.Tensor, mu_h: float, lam_h: float) -> torch.Tensor:
     return mu_h * (E * E).sum((-2, -1)) + 0.5 * lam_h * tr**2
 
 
+def membrane_stress(F: torch.Tensor, mu_h: float, lam_h: float) -> torch.Tensor:
+    """First Piola-Kirchhoff stress per unit width P = dPsi/dF (N/m), (..., 3, 2): F S with S = 2 mu h E + lam h
+    tr(E) I."""
+    E = 0.5 * (F.transpose(-1, -2) @ F - torch.eye(2, dtype=F.dtype))
+    tr = E[..., 0, 0] + E[..., 1, 1]
+    return F @ (2.0 * mu_h * E + lam_h * tr[..., None, None] * torch.eye(2, dtype=F.dtype))
+
+
+def membrane_stress_derivative(F: torch.Tensor, mu_h: float, lam_h: float, definite: bool = False) -> torch.Tensor:
+    """dP/dF (N/m), (..., 3, 2, 3, 2) indexed [i, j, k, l] = d P_ij / d F_kl:
+    delta_ik S_lj + mu h (F_il F_kj + (F F^T)_ik delta_jl) + lam h F_ij F_kl. All but the first (geometric) term
+    are positive semi-definite; with ``definite`` the first takes S's positive part, which makes the whole so
+    (exact wherever the membrane is in tension), as an implicit solver needs under compression."""
+    E = 0.5 * (F.transpose(-1, -2) @ F - torch.eye(2, dtype=F.dtype))
+    tr = E[..., 0, 0] + E[..., 1, 1]
+    S = 2.0 * mu_h * E + lam_h * tr[..., None, None] * torch.eye(2, dtype=F.dtype)
+    if definite:
+        w, V = torch.linalg.eigh(S)
+        S = (V * w.clamp_min(0.0)[..., None, :]) @ V.transpose(-1, -2)
+    eye3, eye2 = torch.eye(3, dtype=F.dtype), torch.eye(2, dtype=F.dtype)
+    return (torch.einsum("ik,...lj->...ijkl", eye3, S)
+            + mu_h * torch.einsum("...il,...kj->...ijkl", F, F)
+            + mu_h * torch.einsum("...ik,jl->...ijkl", F @ F.transpose(-1, -2), eye2)
+            + lam_h * torch.einsum("...ij,...kl->...ijkl", F, F))
+
+
 def hinges(faces) -> torch.Tensor:
     """(H, 4) hinges of a triangulation: the two vertices of each interior edge shared by exactly two triangles,
     then the vertex opposite it in each triangle."""
@@ -226,6 +252,24 @@ def dihedral_angles(x: torch.Tensor, hinge: torch.Tensor) -> torch.Tensor:
     sin = (torch.linalg.cross(n1, n2) * unit_e).sum(-1)
     cos = (n1 * n2).sum(-1)
     return torch.atan2(sin, cos)
+
+
+def dihedral_angle_gradients(x: torch.Tensor, hinge: torch.Tensor) -> torch.Tensor:
+    """d theta / dx at each hinge's four vertices (H, 4, 3), theta as in ``dihedral_angles``: an opposite vertex's is
+    -|e| n / |n|^2 with n its triangle's normal as there (of length twice the area), and the edge's two ends take the
+    opposite of it, shared by where that vertex projects onto the edge, so that moving the hinge rigidly leaves theta
+    unchanged (Bridson, Marino and Fedkiw 2003)."""
+    x0, x1, x2, x3 = (x[..., hinge[:, k], :] for k in range(4))
+    e = x1 - x0
+    n1 = torch.linalg.cross(e, x2 - x0)
+    n2 = torch.linalg.cross(x3 - x0, e)
+    length2 = (e * e).sum(-1, keepdim=True).clamp_min(1e-300)
+    length = length2.sqrt()
+    g2 = -length * n1 / (n1 * n1).sum(-1, keepdim=True).clamp_min(1e-300)
+    g3 = -length * n2 / (n2 * n2).sum(-1, keepdim=True).clamp_min(1e-300)
+    t2 = ((x2 - x0) * e).sum(-1, keepdim=True) / length2
+    t3 = ((x3 - x0) * e).sum(-1, keepdim=True) / length2
+    return torch.stack([-(1 - t2) * g2 - (1 - t3) * g3, -t2 * g2 - t3 * g3, g2, g3], -2)
 
 
 def hinge_weights(x: torch.Tensor, hinge: torch.Tensor) -> torch.Tensor:

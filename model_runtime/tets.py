@@ -79,12 +79,18 @@ class TetElasticity:
 
 
 class StiffnessPattern:
-    """The sparsity pattern of the free DOFs' stiffness, built once: element blocks are summed into it by bincount."""
+    """The sparsity pattern of the free DOFs' stiffness, built once: element blocks are summed into it by bincount.
+    ``elements``: one (M, k) array of node indices (tets, k = 4) or a list of them (a sheet's triangles and hinges),
+    whose (M, 3k, 3k) blocks ``assemble`` takes in the same order."""
 
-    def __init__(self, tets: np.ndarray, free_dof: np.ndarray):
-        dof = free_dof[(3 * tets[:, :, None] + np.arange(3)).reshape(-1, 12)]  # (M, 12), -1 where held
-        rows = np.broadcast_to(dof[:, :, None], (len(tets), 12, 12)).ravel()
-        cols = np.broadcast_to(dof[:, None, :], (len(tets), 12, 12)).ravel()
+    def __init__(self, elements: np.ndarray | list[np.ndarray], free_dof: np.ndarray):
+        rows, cols = [], []
+        for nodes in elements if isinstance(elements, list) else [elements]:
+            size = 3 * nodes.shape[1]
+            dof = free_dof[(3 * nodes[:, :, None] + np.arange(3)).reshape(-1, size)]  # (M, 3k), -1 where held
+            rows.append(np.broadcast_to(dof[:, :, None], (len(nodes), size, size)).ravel())
+            cols.append(np.broadcast_to(dof[:, None, :], (len(nodes), size, size)).ravel())
+        rows, cols = np.concatenate(rows), np.concatenate(cols)
         self.keep = (rows >= 0) & (cols >= 0)
         self.size = int(free_dof.max()) + 1
         diag = np.arange(self.size)
@@ -95,8 +101,9 @@ class StiffnessPattern:
         self.indptr = np.searchsorted(unique // self.size, np.arange(self.size + 1)).astype(np.int32)
         self.nnz = len(unique)
 
-    def assemble(self, blocks: np.ndarray) -> np.ndarray:
-        return np.bincount(self.slot, weights=blocks.ravel()[self.keep], minlength=self.nnz)
+    def assemble(self, blocks: np.ndarray | list[np.ndarray]) -> np.ndarray:
+        flat = np.concatenate([b.ravel() for b in blocks]) if isinstance(blocks, list) else blocks.ravel()
+        return np.bincount(self.slot, weights=flat[self.keep], minlength=self.nnz)
 
     def matrix(self, data: np.ndarray, diagonal: np.ndarray) -> sp.csr_matrix:
         data = data.copy()
