@@ -27,6 +27,7 @@ from .mesh import Mesh, bbox_diagonal, face_areas, is_closed
 from .params import SimParams
 from .shells import ShellElasticity
 from .tets import StiffnessPattern
+from .tets import node_masses as tet_node_masses
 from .wind import make_wind
 
 MAX_NODES = 600  # a sheet with more vertices is simulated on a decimation to about this many nodes
@@ -72,20 +73,23 @@ def build_sheet(mesh: Mesh, pins: np.ndarray) -> Sheet:
     """The coarse sheet of a mesh and its pins (vertex indices): a fraction of a second."""
     vertices = mesh.vertices.astype(np.float64)
     if len(vertices) <= MAX_NODES:
-        nodes, triangles = vertices, mesh.faces.astype(np.int64)
+        nodes, triangles, used = _used(vertices, mesh.faces.astype(np.int64))
     else:
         import fast_simplification
 
         quantum = QUANTUM * bbox_diagonal(vertices)
         nodes, triangles = fast_simplification.simplify(np.round(vertices / quantum) * quantum,
                                                         mesh.faces.astype(np.int64), target_count=2 * MAX_NODES)
-        nodes, triangles = _used(np.asarray(nodes, np.float64), np.asarray(triangles, np.int64))
+        nodes, triangles, used = _used(np.asarray(nodes, np.float64), np.asarray(triangles, np.int64))
+        used = None  # the nodes are not the mesh's vertices
+    if not len(triangles):
+        raise SimulationError("the surface has no triangle with an area to simulate")
     at, weights, offset = _embed(vertices, nodes, triangles)
     held = np.zeros(len(nodes), bool)
-    held[triangles[at[pins]].ravel()] = True
-    if nodes is vertices:  # the mesh is its own sheet: exactly the pinned vertices are held
-        held[:] = False
-        held[pins] = True
+    if used is None:  # every node of a triangle that carries a pinned vertex is held
+        held[triangles[at[pins]].ravel()] = True
+    else:  # the mesh is its own sheet: exactly the pinned vertices are held
+        held[np.flatnonzero(np.isin(used, pins))] = True
     vertex_area = np.zeros(len(vertices))
     np.add.at(vertex_area, mesh.faces.ravel(), np.repeat(face_areas(mesh) / 3.0, 3))
     area = np.zeros(len(nodes))
@@ -94,12 +98,13 @@ def build_sheet(mesh: Mesh, pins: np.ndarray) -> Sheet:
     return Sheet(nodes, triangles, held, area, at, weights, offset, float(np.median(edges)))
 
 
-def _used(nodes: np.ndarray, triangles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Drop degenerate triangles and the nodes no triangle uses."""
+def _used(nodes: np.ndarray, triangles: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Drop degenerate triangles and the nodes no triangle uses: the nodes, triangles, and which of the given nodes
+    each kept one is."""
     a, b, c = (nodes[triangles[:, k]] for k in range(3))
     keep = np.linalg.norm(np.cross(b - a, c - a), axis=1) > 1e-12 * bbox_diagonal(nodes) ** 2
     used, inverse = np.unique(triangles[keep], return_inverse=True)
-    return nodes[used], inverse.reshape(-1, 3)
+    return nodes[used], inverse.reshape(-1, 3), used
 
 
 def _embed(points: np.ndarray, nodes: np.ndarray, triangles: np.ndarray
@@ -113,26 +118,34 @@ def _embed(points: np.ndarray, nodes: np.ndarray, triangles: np.ndarray
     bary = _closest_barycentric(points[:, None], corners[near])  # (P, k, 3)
     closest = np.einsum("pkc,pkcd->pkd", bary, corners[near])
     best = np.linalg.norm(points[:, None] - closest, axis=-1).argmin(1)
-    rows = np.arange(len(points))
-    at, weights = near[rows, best], bary[rows, best]
+    at = near[np.arange(len(points)), best]
     c = corners[at]
     normal = np.cross(c[:, 1] - c[:, 0], c[:, 2] - c[:, 0])
     normal /= np.maximum(np.linalg.norm(normal, axis=1, keepdims=True), 1e-300)
-    offset = ((points - np.einsum("pc,pcd->pd", weights, c)) * normal).sum(1)
+    offset = ((points - c[:, 0]) * normal).sum(1)
+    # the in-plane point's own barycentric coordinates, negative outside the triangle: a vertex the decimation's
+    # border passes inside of is carried where it is, not onto the border
+    weights = _plane_barycentric(points - offset[:, None] * normal, c)
     return at, weights, offset
 
 
-def _closest_barycentric(p: np.ndarray, tri: np.ndarray) -> np.ndarray:
-    """Barycentric coordinates (..., 3) of the point of each triangle tri (..., 3, 3) closest to p (..., 3): the
-    plane's projection when it falls inside, else the closest point of the nearest edge."""
+def _plane_barycentric(p: np.ndarray, tri: np.ndarray) -> np.ndarray:
+    """Barycentric coordinates (..., 3) of points p (..., 3) in the planes of triangles tri (..., 3, 3)."""
     a, b, c = tri[..., 0, :], tri[..., 1, :], tri[..., 2, :]
     ab, ac, ap = b - a, c - a, p - a
     d00, d01, d11 = (ab * ab).sum(-1), (ab * ac).sum(-1), (ac * ac).sum(-1)
     d20, d21 = (ap * ab).sum(-1), (ap * ac).sum(-1)
     det = np.maximum(d00 * d11 - d01 * d01, 1e-300)
     v, w = (d11 * d20 - d01 * d21) / det, (d00 * d21 - d01 * d20) / det
-    inside = np.stack([1.0 - v - w, v, w], -1)
-    best, best_distance = inside, np.where((v >= 0) & (w >= 0) & (v + w <= 1), 0.0, np.inf)
+    return np.stack([1.0 - v - w, v, w], -1)
+
+
+def _closest_barycentric(p: np.ndarray, tri: np.ndarray) -> np.ndarray:
+    """Barycentric coordinates (..., 3) of the point of each triangle tri (..., 3, 3) closest to p (..., 3): the
+    plane's projection when it falls inside, else the closest point of the nearest edge."""
+    inside = _plane_barycentric(p, tri)
+    projected = np.einsum("...c,...cd->...d", inside, tri)
+    best, best_distance = inside, np.where((inside >= 0).all(-1), np.linalg.norm(p - projected, axis=-1), np.inf)
     for i, j in ((0, 1), (1, 2), (2, 0)):
         start, edge = tri[..., i, :], tri[..., j, :] - tri[..., i, :]
         s = np.clip(((p - start) * edge).sum(-1) / np.maximum((edge * edge).sum(-1), 1e-300), 0.0, 1.0)
@@ -201,8 +214,9 @@ def positions(sheet: Sheet, mesh: Mesh, pins: np.ndarray, X: np.ndarray) -> np.n
 
 
 def node_masses(sheet: Sheet, params: SimParams) -> np.ndarray:
-    """Lumped node masses (kg): the mesh's area each node carries times the mass per unit area rho h."""
-    return params.density * params.thickness * sheet.area
+    """Lumped node masses (kg): the mesh's area each node carries times the mass per unit area rho h (floored as
+    a lattice's nodes are, so that a node few vertices ride keeps a mass)."""
+    return tet_node_masses(sheet.area * params.thickness, params.density)
 
 
 def energies(sheet: Sheet, params: SimParams, X: np.ndarray, Xd: np.ndarray) -> dict[str, np.ndarray]:
@@ -283,7 +297,11 @@ class _Banded:
         """The solve x = A^-1 b of the matrix A with entries ``data`` on the pattern."""
         band = np.zeros(self.shape)
         band.ravel()[self.slot] = data[self.upper]
-        factor = la.cholesky_banded(band, lower=False, check_finite=False)
+        try:
+            factor = la.cholesky_banded(band, lower=False, check_finite=False)
+        except np.linalg.LinAlgError as error:
+            raise SimulationError("the sheet's step lost its positive stiffness; try a stiffer material, a lower "
+                                  "gravity or more drag") from error
 
         def solve(b: np.ndarray) -> np.ndarray:
             x = np.empty_like(b)

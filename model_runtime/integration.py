@@ -16,7 +16,7 @@ from torchdiffeq._impl.solvers import FixedGridODESolver
 
 from .body import Plan
 from .dynamics import DTYPE, Body, BudgetSpent, Dynamics, State
-from .errors import Cancelled, SimulationError
+from .errors import Cancelled, SimulationError, size_hint
 from .params import SimParams
 
 # adaptive methods' absolute error per step, in the state's units (m, sqrt(kg) m), times
@@ -30,7 +30,6 @@ SCIPY_METHODS = {"rk45": "RK45", "dop853": "DOP853"}  # run by torchdiffeq's sci
 # passes as adaptive
 FIXED_STEP_METHODS = frozenset(name for name, solver in SOLVERS.items()
                                if issubclass(solver, FixedGridODESolver))
-SMALL_OBJECT = 0.02  # m across: failures of smaller bodies explain the size (see _size_hint)
 # Right-hand side evaluations a frame before an adaptive method gives way to the planned RK4 steps:
 # free and pinned bodies take 10-40, ground contact 100-400 (RK45 takes 6 a step), a 0.01 mm cloth
 # needed more than 300.
@@ -104,29 +103,16 @@ def integrate(plan: Plan, p: SimParams, method: str, progress: Progress,
                 raise SimulationError(
                     f"the simulation broke down between frames {start} and {stop} (the body "
                     "deformed past what the model can represent); try a stiffer material, more "
-                    "damping or drag, or a smaller gravity" + _size_hint(body)) from exc
+                    "damping or drag, or a smaller gravity" + size_hint(2.0 * body.size)) from exc
             if not _sane(body, ys, limit):
                 raise SimulationError(
                     f"the simulation diverged between frames {start} and {stop}; try a softer "
-                    "material, more damping or drag, or a smaller gravity" + _size_hint(body))
+                    "material, more damping or drag, or a smaller gravity" + size_hint(2.0 * body.size))
             states.extend(ys)
             progress(0.05 + 0.9 * stop / p.frames, f"frame {stop}/{p.frames}")
     finally:
         torch.set_num_threads(threads)
     return torch.stack(states)
-
-
-def _size_hint(body: Body) -> str:
-    """What to tell the user when a small object fails. In the fuzz of valid input (seed 0, cases
-    0-425), 19 of the 25 failures were bodies under 2 cm across (a 0.2 mm sheet swings on its pins
-    with a period of ~20 ms, faster than any frame rate); the likely cause is a scene modelled in
-    the wrong unit, not a wish to simulate a crumb."""
-    across = 2.0 * body.size
-    if across >= SMALL_OBJECT:
-        return ""
-    return (f". The object is only {across * 1000:.2g} mm across: NeuROK works in real units "
-            "(1 unit = 1 m), and at this size it moves faster than the frames can follow; scale "
-            "the object up if it is meant to be larger, or raise the frame rate")
 
 
 def _state_scale(body: Body) -> float:

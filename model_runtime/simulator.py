@@ -15,12 +15,12 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from . import contact, continuum_solid
+from . import contact, continuum_sheet, continuum_solid
 from . import mesh as meshlib
 from .body import Plan, _rigid_fields, build_body
 from .dynamics import DTYPE, State, quat_to_matrix
 from .encoding import VERTEX_CHUNK, Encoding, encode_mesh
-from .errors import SimulationError
+from .errors import SimulationError, size_hint
 from .integration import DEFAULT_METHOD, Progress, integrate
 from .model import NeuROK
 from .params import SimParams, make_params
@@ -36,7 +36,7 @@ class Simulator:
         self.coeff = self.model.decoder.coeff
         self.locking = self.model.calibration.get("locking")
         self._cache: tuple[str, Encoding] | None = None
-        self._subspace: tuple[str, continuum_solid.Subspace] | None = None
+        self._subspace: tuple[str, continuum_solid.Subspace | continuum_sheet.Sheet] | None = None
 
     @torch.no_grad()
     def simulate(self, vertices, faces, params: SimParams, progress: Progress | None = None,
@@ -47,8 +47,10 @@ class Simulator:
             raise SimulationError("pin indices do not fit this mesh")
         meshlib.check_pins(mesh, params.pins)
         progress = progress or (lambda fraction, message: None)
+        if continuum_sheet.applies(mesh, params):
+            return self._continuum(continuum_sheet, mesh, params, progress, should_cancel)
         if continuum_solid.applies(mesh, params):
-            return self._continuum(mesh, params, progress, should_cancel)
+            return self._continuum(continuum_solid, mesh, params, progress, should_cancel)
         progress(0.0, "encoding mesh")
         enc = self.encode(mesh, params.pins, params.gravity)
         plan = build_body(enc, params, self.coeff, self.locking)
@@ -63,35 +65,41 @@ class Simulator:
         progress(1.0, "done")
         return positions
 
-    def solid(self, mesh: meshlib.Mesh, params: SimParams, progress: Progress | None = None,
-              should_cancel: Callable[[], bool] | None = None
-              ) -> tuple[continuum_solid.Subspace, meshlib.Mesh, np.ndarray]:
-        """A pinned solid's subspace (``continuum_solid``), built in the scene's own axes (mesh.principal_frame)
-        so that its lattice, and so its motion, turn with the scene; with the mesh in those axes and the axes
-        (3, 3). Kept per mesh, pins, axes and Poisson ratio: a re-simulate after any other change only
-        integrates."""
+    def built(self, path, mesh: meshlib.Mesh, params: SimParams, progress: Progress | None = None,
+              should_cancel: Callable[[], bool] | None = None):
+        """What the continuum ``path`` (continuum_solid's subspace, continuum_sheet's coarse sheet) builds for the
+        mesh, in the scene's own axes (mesh.principal_frame) so that it, and so the motion, turn with the scene;
+        with the mesh in those axes and the axes (3, 3). Kept per path, mesh, pins, axes and Poisson ratio: a
+        re-simulate after any other change only integrates."""
         axes = meshlib.principal_frame(mesh, params.pins, params.gravity)
         local = meshlib.Mesh(mesh.vertices @ axes, mesh.faces)
-        key = hashlib.sha1(mesh.vertices.tobytes() + mesh.faces.tobytes() + params.pins.tobytes()
-                           + axes.tobytes() + np.float64(params.poisson).tobytes()).hexdigest()
+        key = hashlib.sha1(path.__name__.encode() + mesh.vertices.tobytes() + mesh.faces.tobytes()
+                           + params.pins.tobytes() + axes.tobytes() + np.float64(params.poisson).tobytes()).hexdigest()
         if self._subspace is None or self._subspace[0] != key:
-            sub = continuum_solid.build_subspace(local, params.pins, params.poisson, progress=progress,
-                                                 should_cancel=should_cancel)
-            self._subspace = (key, sub)
+            if path is continuum_solid:
+                built = continuum_solid.build_subspace(local, params.pins, params.poisson, progress=progress,
+                                                       should_cancel=should_cancel)
+            else:
+                built = continuum_sheet.build_sheet(local, params.pins)
+            self._subspace = (key, built)
         return self._subspace[1], local, axes
 
-    def _continuum(self, mesh: meshlib.Mesh, params: SimParams, progress: Progress,
+    def _continuum(self, path, mesh: meshlib.Mesh, params: SimParams, progress: Progress,
                    should_cancel: Callable[[], bool] | None) -> np.ndarray:
-        """A pinned solid: a run that builds its subspace spends the first half of the bar on it."""
+        """A pinned solid or a sheet on the continuum's own physics: a run that builds spends the first half of the
+        bar on it."""
         before = self._subspace
-        sub, local, axes = self.solid(mesh, params, lambda fraction, message: progress(0.5 * fraction, message),
-                                      should_cancel)
+        built, local, axes = self.built(path, mesh, params,
+                                        lambda fraction, message: progress(0.5 * fraction, message), should_cancel)
         start = 0.05 if self._subspace is before else 0.5
-        progress(start, "integrating the solid's dynamics")
+        progress(start, "integrating the continuum's dynamics")
         colliders = tuple(c.turned(axes) for c in contact.scene_colliders(params.ground, params.colliders))
-        out = continuum_solid.simulate(sub, local, turned(params, axes),
-                                       lambda fraction, message: progress(start + (1 - start) * fraction, message),
-                                       should_cancel, colliders)
+        try:
+            out = path.simulate(built, local, turned(params, axes),
+                                lambda fraction, message: progress(start + (1 - start) * fraction, message),
+                                should_cancel, colliders)
+        except SimulationError as error:
+            raise SimulationError(str(error) + size_hint(mesh.diagonal)) from error
         return (out @ axes.T.astype(np.float32)).astype(np.float32)
 
     @torch.no_grad()

@@ -70,7 +70,9 @@ def test_an_object_moved_1m_sideways_in_half_a_second_drags_its_free_part_along(
     lead = (local[:, far] - rest[far]).mean(1) @ (direction / np.linalg.norm(direction))
     diagonal = np.linalg.norm(np.ptp(rest, axis=0))
     assert abs(lead[0]) < 1e-6 and lead[1:7].max() < 0 and lead[1:7].min() < -0.02 * diagonal, lead.round(4)  # lags
-    assert lead[10:].max() > 0.02 * diagonal, lead.round(4)  # braking: it swings past its pins
+    # braking: the free part keeps going and catches up on its stopped pins (a cloth, weightless, has only its
+    # weak bending to turn it, so it does not spring back)
+    assert lead[-1] - lead.min() > 0.2 * diagonal and np.all(np.diff(lead[16:]) > 0), lead.round(4)
     assert np.abs(local[:, pinned] - rest[pinned]).max() < 1e-3 * diagonal
     for frame in (1, 7, 13, 20):  # in the world, the pinned edge rides exactly along with the animation
         scene.frame_set(frame)

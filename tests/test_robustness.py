@@ -73,12 +73,13 @@ def test_tiny_and_huge_objects_stay_finite_and_scale_alike(sim, size, pinned):
     """Regression: a pinned 0.1 mm cloth diverged because the ODE's absolute tolerance dwarfed its state. A hanging
     sub-millimetre cloth swings hundreds of times a frame and may still diverge (it did with this mesh once the
     membrane was softened to MEMBRANE_STRAIN 0.3, and with a regular 6 x 6 grid at 0.1): then the refusal must say
-    how small it is and that NeuROK works in metres."""
+    how small it is and that NeuROK works in metres. So may a 10 micrometre sheet's continuum step: its bending
+    stiffness over its mass (~1e22 / s^2) is beyond what double precision resolves."""
     v, f = cloth(size=size)
     pins = np.arange(6) if pinned else np.zeros(0, int)
     params = make_params(frames=6, num_vertices=len(v), pins=pins, material="cloth",
                          gravity=(0, 0, 0) if not pinned else (0, 0, -9.81))
-    if pinned and size < 1e-3:
+    if (pinned and size < 1e-3) or size < 1e-4:
         try:
             out = sim.simulate(v, f, params)
         except SimulationError as exc:
@@ -236,8 +237,8 @@ def test_cancel_stops_the_integration_within_a_chunk(sim, monkeypatch, method, f
         return len(checks) > 1 and (not fallback or methods[-1] == "rk4")
 
     messages = []
-    v, f = cloth()
-    params = make_params(frames=240, num_vertices=len(v), pins=np.arange(6))  # chunks of 24 frames
+    v, f = fuzz.box(2)  # a free solid: the latent ODE's path (sheets and pinned solids cancel between frames)
+    params = make_params(frames=240, num_vertices=len(v))  # chunks of 24 frames
     with pytest.raises(Cancelled):
         sim.simulate(v, f, params, progress=lambda _, message: messages.append(message),
                      should_cancel=should_cancel, method=method)
@@ -259,10 +260,10 @@ def test_a_diverging_simulation_is_stopped_not_returned(sim, monkeypatch):
         return plan
 
     monkeypatch.setattr(simulator, "build_body", unstable)
-    v, f = cloth()
+    v, f = fuzz.box(2)  # a free solid: the latent ODE's path
     for method in ("rk45", "dopri5", "rk4"):
         with pytest.raises(SimulationError, match="diverged|broke down"):
-            sim.simulate(v, f, make_params(frames=24, num_vertices=len(v), pins=np.arange(6)), method=method)
+            sim.simulate(v, f, make_params(frames=24, num_vertices=len(v)), method=method)
 
 
 # Weights ------------------------------------------------------------------------------------------------------------

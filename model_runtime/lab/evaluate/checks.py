@@ -6,7 +6,7 @@ import time
 import numpy as np
 import torch
 
-from ... import continuum_solid
+from ... import continuum_sheet, continuum_solid
 from ... import mesh as meshlib
 from ...body import build_body
 from ...dynamics import Dynamics
@@ -27,14 +27,15 @@ def check_bodies() -> dict:
 
 def run_states(sim, vertices, faces, p: SimParams) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Positions (T+1, V, 3) and the kinetic, elastic and gravitational energy (J) per frame, through the path the
-    simulator takes for this body (the continuum's for a pinned solid, the latent Lagrangian's otherwise)."""
+    simulator takes for this body (the continuum's for a sheet or a pinned solid, the latent Lagrangian's otherwise)."""
     mesh = meshlib.validate(vertices, faces)
-    if continuum_solid.applies(mesh, p):
-        sub, local, axes = sim.solid(mesh, p)
-        local_params = turned(p, axes)
-        Q, Qd = continuum_solid.integrate(sub, local_params)
-        positions = continuum_solid.positions(sub, local, p.pins, Q) @ axes.T.astype(np.float32)
-        return positions, continuum_solid.energies(sub, local_params, Q, Qd)
+    for path in (continuum_sheet, continuum_solid):
+        if path.applies(mesh, p):
+            built, local, axes = sim.built(path, mesh, p)
+            local_params = turned(p, axes)
+            X, Xd = path.integrate(built, local_params)
+            positions = path.positions(built, local, p.pins, X) @ axes.T.astype(np.float32)
+            return positions, path.energies(built, local_params, X, Xd)
     enc = sim.encode(mesh, p.pins, p.gravity)
     with torch.no_grad():
         plan = build_body(enc, p, sim.coeff, sim.locking)
