@@ -32,7 +32,8 @@ from .wind import make_wind
 
 MAX_NODES = 600  # a sheet with more vertices is simulated on a decimation to about this many nodes
 STEP_RATE = 192.0  # steps per simulated second at least (whole steps per frame), as the pinned solids take
-MAX_NEWTON = 40  # iterations per step before the step is given up
+MAX_NEWTON = 40  # iterations per step before it is retried as two half steps
+RETRIES = 3  # halvings of a step before the simulation is given up
 CHORD_ITERATIONS = 4  # iterations on one kept stiffness before it is retaken
 CANDIDATES = 8  # nearest coarse triangles (by centroid) among which a vertex finds the closest point
 QUANTUM = 2.0**-24  # decimation sees coordinates rounded to this fraction of the diagonal, so a turned scene
@@ -72,7 +73,7 @@ def applies(mesh: Mesh, params: SimParams) -> bool:
 def build_sheet(mesh: Mesh, pins: np.ndarray) -> Sheet:
     """The coarse sheet of a mesh and its pins (vertex indices): a fraction of a second."""
     vertices = mesh.vertices.astype(np.float64)
-    if len(vertices) <= MAX_NODES:
+    if len(vertices) <= MAX_NODES or len(mesh.faces) <= 2 * MAX_NODES:
         nodes, triangles, used = _used(vertices, mesh.faces.astype(np.int64))
     else:
         import fast_simplification
@@ -267,7 +268,7 @@ def integrate(sheet: Sheet, params: SimParams, progress: Progress | None = None,
         for k in range(steps):
             t = (frame_index * steps + k) * h
             force = (m[:, None] * push(t, x, v))[free]
-            x_new, v_new = system.step(m[free], p, force, x, v, v_prev, h)
+            x_new, v_new = system.advance(m[free], p, force, x, v, v_prev, h)
             v_prev, x, v = v[free], x_new, v_new
         xs.append(x.copy())
         vs.append(v.copy())
@@ -378,8 +379,9 @@ class _System:
 
         phi, g, H_c = potential(y)
         solve = None if touching else self.solve
+        s = 1.0
         for iteration in range(MAX_NEWTON):
-            if iteration and iteration % CHORD_ITERATIONS == 0:
+            if iteration and (iteration % CHORD_ITERATIONS == 0 or s < 1.0):  # stale, or the last step was cut
                 full[free] = y
                 K, solve = self._kept(full, retake=True), None
             if solve is None:
@@ -400,5 +402,21 @@ class _System:
                 x_new, v_new = x.copy(), np.zeros_like(v)
                 x_new[free], v_new[free] = 2.0 * y - q, 2.0 * alpha * (y - q) - qd
                 return x_new, v_new
-        raise SimulationError("the sheet's step did not converge; try a stiffer material, a lower gravity or more "
-                              "drag")
+        raise _NotConverged
+
+    def advance(self, m: np.ndarray, p: SimParams, force: np.ndarray, x: np.ndarray, v: np.ndarray,
+                v_prev: np.ndarray | None, h: float, retries: int = RETRIES) -> tuple[np.ndarray, np.ndarray]:
+        """``step``, or where its Newton does not converge (a sheet buckling or whipping faster than the step), two
+        steps of half the size, as the reference does (force held at the step's start)."""
+        try:
+            return self.step(m, p, force, x, v, v_prev, h)
+        except _NotConverged:
+            if not retries:
+                raise SimulationError("the sheet's step did not converge; try a stiffer material, a lower gravity "
+                                      "or more drag") from None
+        x, v = self.advance(m, p, force, x, v, None, 0.5 * h, retries - 1)
+        return self.advance(m, p, force, x, v, None, 0.5 * h, retries - 1)
+
+
+class _NotConverged(Exception):
+    """A step's Newton iterations ran out."""

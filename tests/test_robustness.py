@@ -125,7 +125,7 @@ def test_a_failure_on_a_tiny_object_names_its_size_and_the_unit(sim):
     their springs.)"""
     v, f, _, invalid, options = fuzz.make_case(0, 141)
     assert invalid is None
-    with pytest.raises(SimulationError, match=r"only 1\.9 mm across: NeuROK works in real units"):
+    with pytest.raises(SimulationError, match=r"only 2\.1 mm across: NeuROK works in real units"):
         sim.simulate(v, f, make_params(num_vertices=len(v), **options))
 
 
