@@ -23,6 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from model_runtime.errors import SimulationError  # noqa: E402
+from model_runtime.lab.data.shapes import grid_sheet  # noqa: E402
 from model_runtime.lab.evaluate.checks import check_bodies, run_states  # noqa: E402
 from model_runtime.mesh import edge_strain, validate  # noqa: E402
 from model_runtime.params import make_params  # noqa: E402
@@ -30,20 +31,9 @@ from model_runtime.simulator import Simulator  # noqa: E402
 
 
 def cut_out():
-    """The 1 x 0.8 m sheet with a 0.15 m hole at its centre (tests/test_continuum_sheet.py's)."""
-    nx, ny, sx, sy = 41, 33, 1.0, 0.8
-    u, v = np.meshgrid(np.linspace(0, sx, nx), np.linspace(0, sy, ny), indexing="ij")
-    vertices = np.c_[u.ravel(), v.ravel(), np.zeros(nx * ny)]
-    faces = []
-    for i in range(nx - 1):
-        for j in range(ny - 1):
-            a, b, c, d = i * ny + j, i * ny + j + 1, (i + 1) * ny + j, (i + 1) * ny + j + 1
-            faces += [[a, c, d], [a, d, b]] if (i + j) % 2 else [[a, c, b], [b, c, d]]
-    faces = np.array(faces)
-    faces = faces[np.linalg.norm(vertices[faces].mean(1)[:, :2] - [sx / 2, sy / 2], axis=1) > 0.15]
-    used, faces = np.unique(faces, return_inverse=True)
-    mesh = validate(vertices[used], faces.reshape(-1, 3))
-    return mesh, np.flatnonzero(mesh.vertices[:, 1] > sy - 1e-9)
+    """The 1 x 0.8 m sheet with a 0.15 m hole at its centre (tests/test_continuum_sheet.py's), and its top edge."""
+    mesh = validate(*grid_sheet(40, 32, 1.0, 0.8, hole=0.15))
+    return mesh, np.flatnonzero(mesh.vertices[:, 1] > 0.4 - 1e-9)
 
 
 def strain_row(sim: Simulator) -> None:

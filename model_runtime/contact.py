@@ -58,6 +58,14 @@ def scene_colliders(height: float | None, specs) -> tuple[Collider, ...]:
     return make_colliders(specs) + (() if height is None else (ground(height),))
 
 
+def implicit_viscosity(mass: np.ndarray, depth: np.ndarray, slide: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The implicit solvers' contact viscosity (N s/m) at touching points of masses (K,), depths (K,) and tangential
+    speeds (K,): Coulomb friction mu k m depth / max(slide, SLIP_SPEED) along the surface, and critical damping
+    2 sqrt(k) m of the penalty along the normal (a symplectic step would keep the penalty's own oscillation)."""
+    return (CONTACT_FRICTION * CONTACT_STIFFNESS * mass * depth / np.maximum(slide, SLIP_SPEED),
+            2.0 * np.sqrt(CONTACT_STIFFNESS) * mass)
+
+
 def contact_force(colliders, x: np.ndarray, xd: np.ndarray, mass: np.ndarray, k: float) -> np.ndarray:
     """Penalty contact (N, 3) on points x moving at xd with masses (N,): stiffness k per unit mass (1/s^2),
     critically damped along the normal, viscous friction sqrt(k) along the surface."""

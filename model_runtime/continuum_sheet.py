@@ -20,7 +20,7 @@ from scipy.sparse.csgraph import reverse_cuthill_mckee
 from scipy.spatial import cKDTree
 
 from .bdf2 import NEWTON_TOLERANCE, RAYLEIGH_REFRESH
-from .contact import CONTACT_FRICTION, CONTACT_STIFFNESS, SLIP_SPEED, Collider
+from .contact import CONTACT_STIFFNESS, Collider, implicit_viscosity
 from .errors import Cancelled, SimulationError
 from .frame_motion import FrameMotion
 from .mesh import Mesh, bbox_diagonal, face_areas, is_closed
@@ -70,6 +70,12 @@ def applies(mesh: Mesh, params: SimParams) -> bool:
     return not is_closed(mesh)
 
 
+def build(mesh: Mesh, params: SimParams, progress: Progress | None = None,
+          should_cancel: Callable[[], bool] | None = None) -> Sheet:
+    """What this path builds once for a mesh and its parameters' pins (``build_sheet``; too quick to report on)."""
+    return build_sheet(mesh, params.pins)
+
+
 def build_sheet(mesh: Mesh, pins: np.ndarray) -> Sheet:
     """The coarse sheet of a mesh and its pins (vertex indices): a fraction of a second."""
     vertices = mesh.vertices.astype(np.float64)
@@ -81,7 +87,7 @@ def build_sheet(mesh: Mesh, pins: np.ndarray) -> Sheet:
         quantum = QUANTUM * bbox_diagonal(vertices)
         nodes, triangles = fast_simplification.simplify(np.round(vertices / quantum) * quantum,
                                                         mesh.faces.astype(np.int64), target_count=2 * MAX_NODES)
-        nodes, triangles, used = _used(np.asarray(nodes, np.float64), np.asarray(triangles, np.int64))
+        nodes, triangles, _ = _used(np.asarray(nodes, np.float64), np.asarray(triangles, np.int64))
         used = None  # the nodes are not the mesh's vertices
     if not len(triangles):
         raise SimulationError("the surface has no triangle with an area to simulate")
@@ -192,9 +198,8 @@ class _Contact:
         idx, depth, normal = self._touching(x)
         nn = normal[:, :, None] * normal[:, None, :]
         slide = np.linalg.norm(v[idx] - (v[idx] * normal).sum(1, keepdims=True) * normal, axis=1)
-        friction = CONTACT_FRICTION * CONTACT_STIFFNESS * self.m[idx] * depth / np.maximum(slide, SLIP_SPEED)
-        return idx, (friction[:, None, None] * (np.eye(3) - nn)
-                     + (2.0 * math.sqrt(CONTACT_STIFFNESS) * self.m[idx])[:, None, None] * nn)
+        friction, normal_damping = implicit_viscosity(self.m[idx], depth, slide)
+        return idx, friction[:, None, None] * (np.eye(3) - nn) + normal_damping[:, None, None] * nn
 
 
 def simulate(sheet: Sheet, mesh: Mesh, params: SimParams, progress: Progress | None = None,
@@ -328,7 +333,7 @@ class _System:
         self.block_slot = np.searchsorted(keys, (dof[:, :, None] * pattern.size + dof[:, None, :]).reshape(-1, 9))
         self.K: np.ndarray | None = None
         self.F = None
-        self.solve = None
+        self.solve: tuple[float, Callable[[np.ndarray], np.ndarray]] | None = None  # (step size, its solve)
 
     def _kept(self, x: np.ndarray, retake: bool = False) -> np.ndarray:
         """The stiffness Newton and Rayleigh damping take, kept from step to step (with its factorization) and
@@ -378,7 +383,7 @@ class _System:
             return phi, mass * r + tau2 * (g.ravel() - force.ravel() + alpha * dd), H_c
 
         phi, g, H_c = potential(y)
-        solve = None if touching else self.solve
+        solve = self.solve[1] if self.solve is not None and self.solve[0] == h and not touching else None
         s = 1.0
         for iteration in range(MAX_NEWTON):
             if iteration and (iteration % CHORD_ITERATIONS == 0 or s < 1.0):  # stale, or the last step was cut
@@ -389,7 +394,7 @@ class _System:
                 A[pattern.diag_slot] += mass * (1.0 + tau2 * alpha * p.drag)
                 solve = self.banded.factor(A)
                 if not touching:
-                    self.solve = solve
+                    self.solve = (h, solve)
             dy = -solve(g).reshape(-1, 3)
             s = 1.0
             while True:

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from .bdf2 import NEWTON_TOLERANCE, RAYLEIGH_REFRESH
-from .contact import CONTACT_FRICTION, CONTACT_STIFFNESS, SLIP_SPEED, Collider
+from .contact import CONTACT_STIFFNESS, Collider, implicit_viscosity
 from .errors import Cancelled, SimulationError
 from .frame_motion import FrameMotion
 from .lattice import EmbeddedSolid, LatticeSize, embed_solid, held_together, lattice_cell
@@ -82,6 +82,12 @@ def applies(mesh: Mesh, params: SimParams) -> bool:
     """Whether this path simulates the body: a closed solid with pins (free solids are still the spring
     network's)."""
     return is_closed(mesh) and len(params.pins) > 0
+
+
+def build(mesh: Mesh, params: SimParams, progress: Progress | None = None,
+          should_cancel: Callable[[], bool] | None = None) -> "Subspace":
+    """What this path builds once for a mesh and its parameters' pins and Poisson ratio (``build_subspace``)."""
+    return build_subspace(mesh, params.pins, params.poisson, progress=progress, should_cancel=should_cancel)
 
 
 def build_subspace(mesh: Mesh, pins: np.ndarray, poisson: float, seed: int = 0, progress: Progress | None = None,
@@ -342,11 +348,9 @@ class Contact:
         D = np.zeros((len(q), len(q)))
         for idx, depth, normal, Bn in self._touching(q):
             along = self.B[idx] - normal[:, :, None] * Bn[:, None, :]  # (I - n n^T) B: the tangential part
-            v = along @ qd
-            friction = (CONTACT_FRICTION * CONTACT_STIFFNESS * self.m[idx] * depth
-                        / np.maximum(np.linalg.norm(v, axis=1), SLIP_SPEED))
+            friction, normal_damping = implicit_viscosity(self.m[idx], depth, np.linalg.norm(along @ qd, axis=1))
             D += np.einsum("t,tdr,tds->rs", friction, along, along)
-            D += Bn.T @ ((2.0 * math.sqrt(CONTACT_STIFFNESS) * self.m[idx])[:, None] * Bn)
+            D += Bn.T @ (normal_damping[:, None] * Bn)
         return D
 
 

@@ -58,9 +58,7 @@ class ShellElasticity:
         return elasticity.dihedral_angles(x, hinge).numpy() - self.rest_angle, hinge
 
     def energy(self, x: np.ndarray) -> float:
-        membrane = elasticity.membrane_energy(self._deformation(x), *self.moduli).numpy()
-        bend, _ = self._angles(torch.from_numpy(x))
-        return float(self.area @ membrane + 0.5 * self.hinge_stiffness @ bend**2)
+        return self.energy_and_gradient(x)[0]
 
     def energy_and_gradient(self, x: np.ndarray) -> tuple[float, np.ndarray]:
         """The energy (J) and dPsi/dx (N, 3), minus the elastic forces."""

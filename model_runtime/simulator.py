@@ -47,10 +47,9 @@ class Simulator:
             raise SimulationError("pin indices do not fit this mesh")
         meshlib.check_pins(mesh, params.pins)
         progress = progress or (lambda fraction, message: None)
-        if continuum_sheet.applies(mesh, params):
-            return self._continuum(continuum_sheet, mesh, params, progress, should_cancel)
-        if continuum_solid.applies(mesh, params):
-            return self._continuum(continuum_solid, mesh, params, progress, should_cancel)
+        path = continuum_path(mesh, params)
+        if path is not None:
+            return self._continuum(path, mesh, params, progress, should_cancel)
         progress(0.0, "encoding mesh")
         enc = self.encode(mesh, params.pins, params.gravity)
         plan = build_body(enc, params, self.coeff, self.locking)
@@ -76,12 +75,7 @@ class Simulator:
         key = hashlib.sha1(path.__name__.encode() + mesh.vertices.tobytes() + mesh.faces.tobytes()
                            + params.pins.tobytes() + axes.tobytes() + np.float64(params.poisson).tobytes()).hexdigest()
         if self._subspace is None or self._subspace[0] != key:
-            if path is continuum_solid:
-                built = continuum_solid.build_subspace(local, params.pins, params.poisson, progress=progress,
-                                                       should_cancel=should_cancel)
-            else:
-                built = continuum_sheet.build_sheet(local, params.pins)
-            self._subspace = (key, built)
+            self._subspace = (key, path.build(local, params, progress, should_cancel))
         return self._subspace[1], local, axes
 
     def _continuum(self, path, mesh: meshlib.Mesh, params: SimParams, progress: Progress,
@@ -112,6 +106,12 @@ class Simulator:
         enc = encode_mesh(self.model, mesh, pins, axes)
         self._cache = (key.hexdigest(), enc)
         return enc
+
+
+def continuum_path(mesh: meshlib.Mesh, params: SimParams):
+    """The continuum path (module) that simulates this body: continuum_sheet for open surfaces, continuum_solid for
+    pinned solids; None for the latent Lagrangian's spring network (solids without pins)."""
+    return next((path for path in (continuum_sheet, continuum_solid) if path.applies(mesh, params)), None)
 
 
 def turned(p: SimParams, axes: np.ndarray) -> SimParams:

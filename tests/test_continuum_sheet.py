@@ -8,6 +8,7 @@ import torch
 
 from model_runtime import continuum_sheet, elasticity
 from model_runtime.errors import Cancelled
+from model_runtime.lab.data.shapes import grid_sheet
 from model_runtime.mesh import Mesh, edge_strain, validate
 from model_runtime.params import make_params
 from model_runtime.shells import ShellElasticity
@@ -15,21 +16,10 @@ from model_runtime.simulator import Simulator
 
 
 def grid(nx: int, ny: int, sx: float, sy: float, hole: float = 0.0) -> Mesh:
-    """A flat nx x ny vertex grid of sx x sy m in the xy-plane, alternating diagonals, with a round hole of
-    ``hole`` m radius at its centre (unused vertices dropped)."""
-    u, v = np.meshgrid(np.linspace(0, sx, nx), np.linspace(0, sy, ny), indexing="ij")
-    vertices = np.c_[u.ravel(), v.ravel(), np.zeros(nx * ny)]
-    faces = []
-    for i in range(nx - 1):
-        for j in range(ny - 1):
-            a, b, c, d = i * ny + j, i * ny + j + 1, (i + 1) * ny + j, (i + 1) * ny + j + 1
-            faces += [[a, c, d], [a, d, b]] if (i + j) % 2 else [[a, c, b], [b, c, d]]
-    faces = np.array(faces)
-    if hole:
-        centre = vertices[faces].mean(1)[:, :2] - [sx / 2, sy / 2]
-        faces = faces[np.linalg.norm(centre, axis=1) > hole]
-    used, faces = np.unique(faces, return_inverse=True)
-    return validate(vertices[used], faces.reshape(-1, 3))
+    """A flat nx x ny vertex grid of sx x sy m from the origin in the xy-plane (shapes.grid_sheet), with a round
+    hole of ``hole`` m radius at its centre."""
+    v, f = grid_sheet(nx - 1, ny - 1, sx, sy, hole)
+    return validate(v + [0.5 * sx, 0.5 * sy, 0.0], f)
 
 
 def test_the_sheet_law_is_zero_at_rigid_motion_and_matches_its_stress():

@@ -19,8 +19,9 @@ def shared_mesh(name: str):
     return read_obj(os.path.join(SHARED_MESHES, name + ".obj"))
 
 
-def grid_sheet(nx: int, ny: int, width: float, height: float) -> tuple[np.ndarray, np.ndarray]:
-    """A flat (nx+1) x (ny+1) vertex sheet in the xy plane, centred, with alternating diagonals."""
+def grid_sheet(nx: int, ny: int, width: float, height: float, hole: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """A flat (nx+1) x (ny+1) vertex sheet in the xy plane, centred, with alternating diagonals; with ``hole`` > 0
+    the triangles whose centroids lie within that radius (m) of the centre are cut out, with their lone vertices."""
     xs, ys = np.linspace(-width / 2, width / 2, nx + 1), np.linspace(-height / 2, height / 2, ny + 1)
     gx, gy = np.meshgrid(xs, ys, indexing="ij")
     v = np.stack([gx.ravel(), gy.ravel(), np.zeros(gx.size)], axis=1)
@@ -30,7 +31,12 @@ def grid_sheet(nx: int, ny: int, width: float, height: float) -> tuple[np.ndarra
     flip = (i + j) % 2 == 1
     t1 = np.where(flip[:, None], np.stack([a, b, d], 1), np.stack([a, b, c], 1))
     t2 = np.where(flip[:, None], np.stack([b, c, d], 1), np.stack([a, c, d], 1))
-    return v, np.concatenate([t1, t2]).astype(np.int64)
+    faces = np.concatenate([t1, t2]).astype(np.int64)
+    if hole <= 0.0:
+        return v, faces
+    faces = faces[np.linalg.norm(v[faces].mean(1)[:, :2], axis=1) > hole]
+    used, faces = np.unique(faces, return_inverse=True)
+    return v[used], faces.reshape(-1, 3)
 
 
 def box_surface(counts: tuple[int, int, int], size: tuple[float, float, float]) -> tuple[np.ndarray, np.ndarray]:

@@ -6,13 +6,12 @@ import time
 import numpy as np
 import torch
 
-from ... import continuum_sheet, continuum_solid
 from ... import mesh as meshlib
 from ...body import build_body
 from ...dynamics import Dynamics
 from ...integration import DEFAULT_METHOD, integrate
 from ...params import SimParams, make_params
-from ...simulator import decode_frames, turned
+from ...simulator import continuum_path, decode_frames, turned
 from ..data import shapes
 from .metrics import pin_error
 
@@ -29,13 +28,13 @@ def run_states(sim, vertices, faces, p: SimParams) -> tuple[np.ndarray, dict[str
     """Positions (T+1, V, 3) and the kinetic, elastic and gravitational energy (J) per frame, through the path the
     simulator takes for this body (the continuum's for a sheet or a pinned solid, the latent Lagrangian's otherwise)."""
     mesh = meshlib.validate(vertices, faces)
-    for path in (continuum_sheet, continuum_solid):
-        if path.applies(mesh, p):
-            built, local, axes = sim.built(path, mesh, p)
-            local_params = turned(p, axes)
-            X, Xd = path.integrate(built, local_params)
-            positions = path.positions(built, local, p.pins, X) @ axes.T.astype(np.float32)
-            return positions, path.energies(built, local_params, X, Xd)
+    path = continuum_path(mesh, p)
+    if path is not None:
+        built, local, axes = sim.built(path, mesh, p)
+        local_params = turned(p, axes)
+        X, Xd = path.integrate(built, local_params)
+        positions = path.positions(built, local, p.pins, X) @ axes.T.astype(np.float32)
+        return positions, path.energies(built, local_params, X, Xd)
     enc = sim.encode(mesh, p.pins, p.gravity)
     with torch.no_grad():
         plan = build_body(enc, p, sim.coeff, sim.locking)
