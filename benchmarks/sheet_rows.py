@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/sheet_rows.py            # all rows (about 3 minutes, Blender's bake included)
     .venv/bin/python benchmarks/sheet_rows.py --skip-blender
 
-1. Edge strain, 5th-95th percentile over the second second, of an irregular cut-out with a hole (1 x 0.8 m, 1,301
+1. Edge strain, 5th-95th percentile over the second second, of an irregular cut-out with a hole (1 x 0.8 m, 1,256
    vertices, so decimated) pinned along its top edge, cloth preset, 2 s at 24 fps.
 2. Energy drift over 5 s without drag or damping of the physics checks' cloth strip (lab/evaluate/checks.py).
 3. Turning: the cut-out turned about gravity, and turned with gravity together, against the original turned back;
