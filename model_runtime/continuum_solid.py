@@ -52,6 +52,9 @@ MAX_CUBATURE = 600  # tets at most in the cubature
 STEP_RATE = 192.0  # steps per simulated second at least (whole steps per frame)
 MAX_NEWTON = 40  # iterations per step before the step is given up
 CHORD_ITERATIONS = 4  # iterations on one reduced stiffness before it is retaken
+# A free body's K is singular along its rigid motions; K + s M factorizes, and s at this fraction of the stiffest
+# node's K / m moves the elastic modes by less than that fraction of the highest frequency squared.
+RIGID_SHIFT = 1e-8
 
 
 Progress = Callable[[float, str], None]
@@ -79,8 +82,7 @@ class Subspace:
 
 
 def applies(mesh: Mesh, params: SimParams) -> bool:
-    """Whether this path simulates the body: a closed solid with pins (free solids are still the spring
-    network's)."""
+    """Whether this path simulates the body: a closed solid with pins (free ones: continuum_free)."""
     return is_closed(mesh) and len(params.pins) > 0
 
 
@@ -138,7 +140,8 @@ def typical_edge(body: EmbeddedSolid) -> float:
 
 class Lattice:
     """The whole lattice's elasticity and masses: what the modes, modal derivatives and cubature are built from
-    (and the reduced runs of ``benchmarks/lattice_subspace.py``)."""
+    (and the reduced runs of ``benchmarks/lattice_subspace.py``). A body with nothing held is free: its six rigid
+    motions (``rigid``, M-orthonormal) are kept out of every basis, which then spans deformation alone."""
 
     def __init__(self, body: EmbeddedSolid, params: SimParams):
         self.x0 = body.nodes.astype(np.float64)
@@ -149,34 +152,52 @@ class Lattice:
         self.held = np.zeros(3 * n, bool)
         self.held[(3 * body.held[:, None] + np.arange(3)).ravel()] = True
         self.edge = typical_edge(body)
+        self.rigid = None if len(body.held) else rigid_motions(self.x0, self.m[::3])
 
     def stiffness(self, x: np.ndarray) -> sp.csr_matrix:
         return self.pattern.matrix(self.pattern.assemble(self.elastic.hessian_blocks(x)), np.zeros(len(self.m)))
 
     @functools.cached_property
+    def shift(self) -> float:
+        """s (1/s^2) in the factorized K + s M: 0 for a held body; for a free one, whose K is singular along its rigid
+        motions, RIGID_SHIFT of K's largest diagonal over the mass."""
+        if self.rigid is None:
+            return 0.0
+        return RIGID_SHIFT * float((self.stiffness(self.x0).diagonal() / self.m).max())
+
+    @functools.cached_property
     def rest_solve(self) -> Callable[[np.ndarray], np.ndarray]:
-        """Solves K u = f on the free DOFs with the rest stiffness, factorized once (modes, derivatives, loads)."""
+        """Solves (K + shift M) u = f on the free DOFs with the rest stiffness, factorized once (modes, derivatives,
+        loads)."""
         free = ~self.held
-        factor = spla.splu(self.stiffness(self.x0)[free][:, free].tocsc(), permc_spec="MMD_AT_PLUS_A")
-        return factor.solve
+        K = self.stiffness(self.x0)[free][:, free] + self.shift * sp.diags(self.m[free])
+        return spla.splu(K.tocsc(), permc_spec="MMD_AT_PLUS_A").solve
+
+    def deforming(self, U: np.ndarray) -> np.ndarray:
+        """U (3N, k) without its rigid motions' part (M-orthogonally), for a free body; U itself for a held one."""
+        return U if self.rigid is None else U - self.rigid @ (self.rigid.T @ (self.m[:, None] * U))
 
     def modes(self, count: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``count`` lowest linear vibration modes about rest (3N, count), zero on held nodes, and their angular
-        frequencies (count,) in rad/s for this lattice's material."""
+        """The ``count`` lowest linear vibration modes about rest (3N, count), zero on held nodes (a free body's:
+        after its six rigid motions), and their angular frequencies (count,) in rad/s for this lattice's material."""
         free = ~self.held
         K = self.stiffness(self.x0)[free][:, free].tocsc()
         inverse = spla.LinearOperator(K.shape, matvec=self.rest_solve, dtype=np.float64)
-        lam, vec = spla.eigsh(K, k=count, M=sp.diags(self.m[free]).tocsc(), sigma=0.0, which="LM", OPinv=inverse,
-                              v0=np.ones(K.shape[0]))  # a fixed start: the same body gets the same modes
-        order = np.argsort(lam)
+        rigid = 0 if self.rigid is None else 6
+        lam, vec = spla.eigsh(K, k=count + rigid, M=sp.diags(self.m[free]).tocsc(), sigma=-self.shift, which="LM",
+                              OPinv=inverse, v0=np.ones(K.shape[0]))  # a fixed start: the same body, the same modes
+        order = np.argsort(lam)[rigid:]
         U = np.zeros((len(self.m), count))
         U[free] = vec[:, order]
-        return U, np.sqrt(np.maximum(lam[order], 0.0))
+        return self.deforming(U), np.sqrt(np.maximum(lam[order], 0.0))
 
     def static_responses(self) -> np.ndarray:
         """The linear static displacement (3N, 3) under a uniform acceleration along each axis, K u = M e: the
         shape a steady load (gravity, a frame's acceleration) settles into, which the lowest modes may not span
-        (a bar held along its underside sways in them but squashes under its weight)."""
+        (a bar held along its underside sways in them but squashes under its weight). None (3N, 0) for a free
+        body, which a uniform acceleration only carries along."""
+        if self.rigid is not None:
+            return np.zeros((len(self.m), 0))
         free = ~self.held
         out = np.zeros((len(self.m), 3))
         for d in range(3):
@@ -186,27 +207,41 @@ class Lattice:
         return out
 
     def modal_derivatives(self, modes: np.ndarray) -> np.ndarray:
-        """Modal derivatives (3N, m(m+1)/2): K Psi_ij = -(dK/dq_i) Phi_j, dK/dq_i by central differences."""
+        """Modal derivatives (3N, m(m+1)/2): K Psi_ij = -(dK/dq_i) Phi_j, dK/dq_i by central differences (a free
+        body's in the deforming space: the load's rigid part, its net force and torque, taken off first)."""
         free = ~self.held
         step = 1e-4 * self.edge / np.abs(modes).max(axis=0)  # a small fraction of a lattice edge along each mode
         slopes = [(self.stiffness(self.x0 + (s * u).reshape(self.x0.shape))
                    - self.stiffness(self.x0 - (s * u).reshape(self.x0.shape))) / (2.0 * s)
                   for u, s in zip(modes.T, step)]
-        out = []
-        for i in range(modes.shape[1]):
-            for j in range(i, modes.shape[1]):
-                psi = np.zeros(len(self.m))
-                psi[free] = self.rest_solve(-(slopes[i] @ modes[:, j])[free])
-                out.append(psi)
-        return np.stack(out, axis=1)
+        loads = [-(slopes[i] @ modes[:, j]) for i in range(modes.shape[1]) for j in range(i, modes.shape[1])]
+        loads = np.stack(loads, axis=1)
+        if self.rigid is not None:
+            loads = loads - self.m[:, None] * (self.rigid @ (self.rigid.T @ loads))
+        out = np.zeros_like(loads)
+        for k in range(loads.shape[1]):
+            out[free, k] = self.rest_solve(loads[free, k])
+        return self.deforming(out)
 
     def orthonormal(self, U: np.ndarray) -> np.ndarray:
-        """An M-orthonormal basis of U's span (held rows zeroed), without its near-dependent directions."""
-        U = np.where(self.held[:, None], 0.0, U)
+        """An M-orthonormal basis of U's span (held rows zeroed, rigid motions taken off), without its near-dependent
+        directions."""
+        U = self.deforming(np.where(self.held[:, None], 0.0, U))
         U = U / np.sqrt(np.maximum((self.m[:, None] * U * U).sum(0), 1e-300))  # columns of any scale alike
         lam, vec = np.linalg.eigh(U.T @ (self.m[:, None] * U))
         keep = lam > 1e-10 * lam.max()
         return U @ (vec[:, keep] / np.sqrt(lam[keep]))
+
+
+def rigid_motions(x: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """The rigid motions (3N, 6) of points x (N, 3) with masses m (N,): translations and rotations about their centre
+    of mass, M-orthonormal."""
+    offset = x - (m[:, None] * x).sum(0) / m.sum()
+    fields = np.concatenate([np.broadcast_to(np.eye(3), (len(x), 3, 3)),
+                             np.cross(np.eye(3)[None], offset[:, None, :]).transpose(0, 2, 1)], axis=2)
+    fields = fields.reshape(-1, 6)
+    gram = fields.T @ (np.repeat(m, 3)[:, None] * fields)
+    return fields @ np.linalg.inv(np.linalg.cholesky(gram)).T
 
 
 def quadratic_poses(modes: np.ndarray, psi: np.ndarray, omega: np.ndarray, diagonal: float,
@@ -305,6 +340,14 @@ class _Stiffness:
         return self.K
 
 
+def contact_masses(sub: Subspace, mesh: Mesh, pins: np.ndarray, density: float) -> np.ndarray:
+    """Each vertex's contact mass (V,) kg: the body's mass shared by surface area, none on pinned vertices."""
+    area = np.zeros(len(mesh.vertices))
+    np.add.at(area, mesh.faces.ravel(), np.repeat(face_areas(mesh) / 3.0, 3))
+    area[pins] = 0.0
+    return density * float(sub.body.node_volume.sum()) * area / area.sum()
+
+
 class Contact:
     """Penalty contact of the surface's vertices with static colliders, the reference's law (contact.CONTACT_*):
     energy k m depth^2 / 2, its stiffness Gauss-Newton (k m B^T n n^T B), and a viscosity taken at a step's start:
@@ -314,10 +357,7 @@ class Contact:
     mesh's resolution; pinned vertices take no contact."""
 
     def __init__(self, sub: Subspace, mesh: Mesh, pins: np.ndarray, colliders: tuple[Collider, ...], density: float):
-        area = np.zeros(len(mesh.vertices))
-        np.add.at(area, mesh.faces.ravel(), np.repeat(face_areas(mesh) / 3.0, 3))
-        area[pins] = 0.0
-        mass = density * float(sub.body.node_volume.sum()) * area / area.sum()
+        mass = contact_masses(sub, mesh, pins, density)
         keep = mass > 0.0
         self.X, self.B, self.m = mesh.vertices[keep].astype(np.float64), sub.vertex_basis[keep], mass[keep]
         self.colliders = colliders

@@ -182,9 +182,9 @@ def embed_solid(mesh: Mesh, pins: np.ndarray, volume: float | None, cell: float)
 
 
 def held_together(body: EmbeddedSolid) -> EmbeddedSolid:
-    """The solid without the lattice's pieces that join its held part only along a cube's edge or at a corner. Such a
-    hinge turns at no cost in energy: a zero-frequency mode that a reduced basis of modes and their derivatives
-    cannot take (on a v2 cheburashka one cube hanging by an edge left 9 of 47 basis directions, and it did not
+    """The solid without the lattice's pieces that join its held part (a free body's largest piece) only along a
+    cube's edge or at a corner. Such a hinge turns at no cost in energy: a zero-frequency mode that a reduced basis
+    of modes and their derivatives cannot take (on a v2 cheburashka one cube hanging by an edge left 9 of 47 basis directions, and it did not
     move). Their vertices ride the nearest kept tet, extrapolated, and their mass moves to the nearest kept node."""
     m = len(body.tets)
     faces = np.sort(body.tets[:, [[0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 2, 3]]], axis=-1).reshape(-1, 3)
@@ -194,7 +194,9 @@ def held_together(body: EmbeddedSolid) -> EmbeddedSolid:
     label = connected_components(links, directed=False)[1][:m]
     held = np.zeros(len(body.nodes), bool)
     held[body.held] = True
-    keep = np.isin(label, np.unique(label[held[body.tets].any(1)]))
+    # a free body (nothing held) keeps its largest piece: the rest could only drift apart from it
+    anchors = label[held[body.tets].any(1)] if len(body.held) else [np.bincount(label).argmax()]
+    keep = np.isin(label, np.unique(anchors))
     if keep.all():
         return body
     kept_nodes = np.unique(body.tets[keep])

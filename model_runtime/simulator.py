@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from . import contact, continuum_sheet, continuum_solid
+from . import contact, continuum_free, continuum_sheet, continuum_solid
 from . import mesh as meshlib
 from .body import Plan, _rigid_fields, build_body
 from .dynamics import DTYPE, State, quat_to_matrix
@@ -111,7 +111,8 @@ class Simulator:
 def continuum_path(mesh: meshlib.Mesh, params: SimParams):
     """The continuum path (module) that simulates this body: continuum_sheet for open surfaces, continuum_solid for
     pinned solids; None for the latent Lagrangian's spring network (solids without pins)."""
-    return next((path for path in (continuum_sheet, continuum_solid) if path.applies(mesh, params)), None)
+    return next((path for path in (continuum_sheet, continuum_solid, continuum_free) if path.applies(mesh, params)),
+                None)
 
 
 def turned(p: SimParams, axes: np.ndarray) -> SimParams:
