@@ -1,19 +1,18 @@
 """Which linear subspace can carry the continuum's own dynamics? Reduced runs on the reference's own lattice.
 
-Issue 22 asks for the latent Lagrangian to use the material's own energy, and `subspace_stiffness.py` found the
-learned subspace 2-6x too stiff in frequency for that. This script asks the question end to end, on the
+Issue 22 asks for the dynamics to use the material's own energy. This script asks which subspace carries it end to
+end, on the
 validated reference's own discretization, so that what differs from the reference is the subspace and the time
 step: the solid is embedded in the reference's lattice (`lattice.embed_solid`), its nodes move as x = X + U q for a
 basis U, and q follows `continuum_solid.integrate` (the reference's dynamics, by implicit midpoint where the
 reference takes BDF2) with the exact reduced energy, every lattice tet, instead of the product's cubature. Bases:
 
 * ``modes r``: the lattice's r lowest linear vibration modes about rest, pins held;
-* ``fields``: the decoder's basis fields (its whole linear span) at the lattice nodes, pins held as the
-  simulator holds them (encoding._hold_pins) and zeroed on held nodes;
-* ``latent``: the span the learned latent moves in near rest (the fields times the coefficient map's Jacobian);
-* ``fields + modes r``;
-* ``modes m + their derivatives``: with Barbic and James's modal derivatives; also with the decoder's fields, and
-  with the static responses to uniform loads (the product's basis, `continuum_solid.build_subspace`).
+* ``modes m + their derivatives``: with Barbic and James's modal derivatives, and with the static responses to
+  uniform loads (the product's basis, `continuum_solid.build_subspace`).
+
+(The decoder's basis fields, alone and with modes, were measured here too until the learned model left the dynamics:
+docs/decisions.md, 2026-12-06.)
 
 Each run's surface motion is compared with the full reference's over the same frames: mean vertex error over the
 run as a fraction of the diagonal, and the rest shape's error over it (rest/run > 1: better than not simulating).
@@ -34,35 +33,13 @@ import torch
 import model_runtime
 from model_runtime import contact, continuum_solid
 from model_runtime import mesh as meshlib
-from model_runtime.dynamics import DTYPE, LatentMap
-from model_runtime.encoding import _hold_pins, decoder_view
 from model_runtime.lab.data.reference import REFERENCE, simulate_reference
 from model_runtime.lab.data.shapes import box_surface
 from model_runtime.lab.evaluate.metrics import vertex_error
 from model_runtime.lab.evaluate.rollouts import default_pins, normalize_mesh
 from model_runtime.lattice import embed_solid, lattice_cell
 from model_runtime.params import SimParams, make_params
-from model_runtime.weights import load_model
 from model_runtime.winding import enclosed_by_winding
-
-
-def decoder_fields(mesh: meshlib.Mesh, pins: np.ndarray, gravity, points: np.ndarray):
-    """The shipped decoder's basis fields at ``points`` (M, 3, P) in metres per unit coefficient, seen as the
-    simulator sees the mesh (encoding.decoder_view), with the pins held; and the latent map's Jacobian at rest."""
-    model = load_model(None)
-    pin_mask = np.zeros(len(mesh.vertices), np.float32)
-    pin_mask[pins] = 1.0
-    axes = meshlib.principal_frame(mesh, pins, gravity)
-    with torch.no_grad():
-        basis, code, scale = decoder_view(model, mesh, pin_mask, axes, np.random.default_rng(0))
-        at_points = basis(points, torch.zeros(1, len(points)), DTYPE) * scale
-        if len(pins):
-            at_vertices = basis(mesh.vertices, torch.as_tensor(pin_mask)[None], DTYPE) * scale
-            at_points, _ = _hold_pins(mesh.vertices, pins, points, at_points, at_vertices, scale)
-        k = model.decoder.coeff.l1.in_features - len(code)
-        jac = LatentMap(model.decoder.coeff, code.double(), torch.eye(k, dtype=DTYPE)).with_derivatives(
-            np.zeros(k), np.zeros(k))[1]
-    return at_points.numpy(), jac
 
 
 def run_case(name: str, mesh: meshlib.Mesh, params: SimParams, counts=(8, 16, 32, 64), derivative_counts=(4, 6),
@@ -97,16 +74,11 @@ def run_case(name: str, mesh: meshlib.Mesh, params: SimParams, counts=(8, 16, 32
     if only_product:
         return
     lattice = continuum_solid.Lattice(body, SimParams(stiffness=1.0, density=1.0, poisson=params.poisson))
-    fields, jac = decoder_fields(mesh, pins, params.gravity, body.nodes)
-    fields = fields.reshape(-1, fields.shape[-1])
-    modes = lattice.modes(max(counts))
-    bases = [] if only_derivatives else [(f"modes {c}", modes[:, :c]) for c in counts] + [
-        ("latent (near rest)", fields @ jac), ("fields", fields)] + [
-        (f"fields + modes {c}", np.hstack([fields, modes[:, :c]])) for c in counts[:2]]
+    modes, _ = lattice.modes(max(counts))
+    bases = [] if only_derivatives else [(f"modes {c}", modes[:, :c]) for c in counts]
     for m in derivative_counts:
         derivatives = np.hstack([modes[:, :m], lattice.modal_derivatives(modes[:, :m])])
         bases.append((f"modes {m} + their derivatives", derivatives))
-    bases.append((f"fields + modes {m} + their derivatives", np.hstack([fields, derivatives])))
     bases.append((f"modes {m} + their derivatives + static loads",
                   np.hstack([derivatives, lattice.static_responses()])))
     colliders = contact.scene_colliders(params.ground, params.colliders)

@@ -6,7 +6,7 @@ A square block of side a = 0.2 m and height aspect x a is pinned over its base, 
 nominal self-weight strain rho g h / E, and gravity turned sideways; drag settles it over 3 s. Printed: the top
 face's mean sideways displacement in the reference (``simulate_reference``, the settings validated against beam
 theory in docs/physics-validation.md), in the model, and in the linear elasticity the model's stiffness is matched
-to (``model_runtime.statics``, for pinned solids), with Euler-Bernoulli's q L^4 / 8EI for comparison (it ignores
+to (``model_runtime.lab.statics``, for pinned solids), with Euler-Bernoulli's q L^4 / 8EI for comparison (it ignores
 shear, so it undershoots stubby blocks), and the ratio model / reference.
 """
 
@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from model_runtime import statics
+from model_runtime.lab import statics
 from model_runtime.lab.data import shapes
 from model_runtime.lab.data.reference import simulate_reference
 from model_runtime.mesh import validate

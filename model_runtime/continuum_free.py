@@ -9,10 +9,10 @@ frame).
 The step is the variational midpoint integrator of this Lagrangian (Marsden and West 2001): the kinetic energy of
 the nodes' chords, sum m |x_{k+1} - x_k|^2 / 2h^2, and the potential at the coordinates' midpoint, the cubature's
 elastic energy and the colliders' penalty. Its discrete Euler-Lagrange equations give free flight and spin exactly,
-conserve linear and angular momentum to round-off without external forces, keep the energy bounded without drift,
-and are implicit in the elastic force, so no stiff mode sets the step. Drag, Rayleigh damping and the contacts'
-friction enter by the discrete Lagrange-d'Alembert principle, half at each end of a step. The mass moments the
-chords need are summed over the nodes once (``Inertia``), so a step costs what the pinned path's does.
+conserve linear and angular momentum (to Newton's tolerance) without external forces, keep the energy bounded
+without drift, and are implicit in the elastic force, so no stiff mode sets the step. Drag, Rayleigh damping and
+the contacts' friction enter by the discrete Lagrange-d'Alembert principle, half at each end of a step. The mass
+moments the chords need are summed over the nodes once (``Inertia``), so a step costs what the pinned path's does.
 """
 
 import math
@@ -22,8 +22,17 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from .contact import CONTACT_STIFFNESS, Collider, implicit_viscosity
-from .continuum_solid import (CHORD_ITERATIONS, MAX_NEWTON, STEP_RATE, Progress, ReducedElasticity, Subspace,
-                              _Stiffness, build_subspace, contact_masses)
+from .continuum_solid import (
+    CHORD_ITERATIONS,
+    MAX_NEWTON,
+    STEP_RATE,
+    Progress,
+    ReducedElasticity,
+    Subspace,
+    _Stiffness,
+    build_subspace,
+    contact_masses,
+)
 from .errors import Cancelled, SimulationError
 from .frame_motion import FrameMotion
 from .mesh import Mesh, is_closed

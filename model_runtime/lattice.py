@@ -184,8 +184,9 @@ def embed_solid(mesh: Mesh, pins: np.ndarray, volume: float | None, cell: float)
 def held_together(body: EmbeddedSolid) -> EmbeddedSolid:
     """The solid without the lattice's pieces that join its held part (a free body's largest piece) only along a
     cube's edge or at a corner. Such a hinge turns at no cost in energy: a zero-frequency mode that a reduced basis
-    of modes and their derivatives cannot take (on a v2 cheburashka one cube hanging by an edge left 9 of 47 basis directions, and it did not
-    move). Their vertices ride the nearest kept tet, extrapolated, and their mass moves to the nearest kept node."""
+    of modes and their derivatives cannot take (on a v2 cheburashka one cube hanging by an edge left 9 of 47 basis
+    directions, and it did not move). Their vertices ride the nearest kept tet, extrapolated, and their mass moves
+    to the nearest kept node."""
     m = len(body.tets)
     faces = np.sort(body.tets[:, [[0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 2, 3]]], axis=-1).reshape(-1, 3)
     _, face = np.unique(faces, axis=0, return_inverse=True)

@@ -184,8 +184,6 @@ class NeuROK(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        # The elastic energy's calibration to these weights (model_runtime.lab.calibrate), saved with them.
-        self.calibration: dict[str, float] = {}
         self.prior = PriorEncoder(cfg)
         self.posterior = PosteriorEncoder(cfg)
         self.decoder = Decoder(cfg)

@@ -26,16 +26,14 @@ def default_weights_path() -> Path:
 
 
 def save_model(model: NeuROK, path: str | os.PathLike, extra: dict | None = None) -> None:
-    """Write the weights, their config, ``extra`` (training facts) and the model's physical calibration."""
+    """Write the weights, their config and ``extra`` (training facts)."""
     path = Path(path)
-    calibration = getattr(model, "calibration", {})
-    meta = {"format": FORMAT_VERSION, "config": json.dumps(model.cfg.to_dict()), "calibration": json.dumps(calibration)}
+    meta = {"format": FORMAT_VERSION, "config": json.dumps(model.cfg.to_dict())}
     if extra:
         meta["info"] = json.dumps(extra)
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
     save_file(state, str(path), metadata=meta)
     path.with_suffix(".json").write_text(json.dumps({"format": FORMAT_VERSION, "config": model.cfg.to_dict(),
-                                                     "calibration": calibration,
                                                      **({"info": extra} if extra else {})}, indent=2) + "\n")
 
 
@@ -79,8 +77,4 @@ def load_model(path: str | os.PathLike | None = None) -> NeuROK:
     if not all(torch.isfinite(t).all() for t in state.values()):
         raise WeightsError(f"{path}: weights contain NaN or infinite values")
     model.load_state_dict(state)
-    try:
-        model.calibration = json.loads(meta.get("calibration", "{}"))
-    except ValueError as exc:
-        raise WeightsError(f"{path}: invalid calibration in the file's metadata: {exc}") from exc
     return model.eval()

@@ -1,8 +1,9 @@
 """The simulation worker the Blender add-on starts: ``python -m model_runtime.worker``.
 
 It reads requests from stdin and answers on stdout in the framing of :mod:`model_runtime.protocol`. One
-:class:`~model_runtime.simulator.Simulator` stays loaded for the worker's lifetime (it also caches the encoding of
-the last mesh), so re-simulating after a parameter tweak only pays for the latent ODE and decoding.
+:class:`~model_runtime.simulator.Simulator` stays loaded for the worker's lifetime (it keeps what the last mesh's path
+built: its coarse sheet, or its lattice, subspace and cubature), so re-simulating after a parameter tweak only
+integrates.
 
 A reader thread keeps listening while a simulation runs, so a ``cancel`` stops it at the simulator's next check;
 the client may also simply kill the process. Anything printed by libraries goes to stderr, never into the protocol.
@@ -91,14 +92,14 @@ class Worker:
                 raise protocol.ProtocolError(f"bad simulation options: {exc}") from exc
             validate(vertices, faces)  # a bad mesh is reported before the first request pays for loading torch
             if self.simulator is None:
-                progress(0.0, "loading the NeuROK model")
+                progress(0.0, "loading the NeuROK runtime")
                 try:
                     from .simulator import Simulator  # torch loads here, not at worker start
                 except ImportError as exc:
-                    raise RuntimeMissing(f"{sys.executable} cannot run the NeuROK model ({exc}); choose a Python "
-                                         "with torch, torchdiffeq and safetensors in the add-on preferences") from exc
+                    raise RuntimeMissing(f"{sys.executable} cannot run the NeuROK runtime ({exc}); choose a Python "
+                                         "with its runtime requirements in the add-on preferences") from exc
 
-                self.simulator = Simulator()  # the shipped weights, or $NEUROK_WEIGHTS
+                self.simulator = Simulator()
             positions = self.simulator.simulate(vertices, faces, params, progress=progress,
                                                 should_cancel=lambda: request_id in self.cancelled)
         except Cancelled:

@@ -246,11 +246,9 @@ def load_strain(vertices, options: dict) -> float:
 
 def run_case(simulator, vertices, faces, options: dict):
     """('result' | 'refused' | 'crash' | 'nonfinite' | 'check', detail) for one simulate call."""
-    from model_runtime.integration import DEFAULT_METHOD
-
     try:
         params = make_params(num_vertices=len(np.asarray(vertices)), **options)
-        out = simulator.simulate(vertices, faces, params, method=DEFAULT_METHOD)
+        out = simulator.simulate(vertices, faces, params)
     except NeuROKError as exc:
         return "refused", refusal_key(exc)
     except Exception:  # noqa: BLE001 - anything else is the bug this script looks for
@@ -275,13 +273,12 @@ def main(argv=None) -> int:
     ap.add_argument("--start", type=int, default=0, help="first case index (to split a run)")
     ap.add_argument("--only", type=int, help="run just this case index (to replay a failure)")
     ap.add_argument("--max-vertices", type=int, default=3000)
-    ap.add_argument("--weights", help="weights file (default: the shipped model)")
     ap.add_argument("--verbose", action="store_true", help="print every case before running it")
     args = ap.parse_args(argv)
 
     from model_runtime.simulator import Simulator
 
-    sim = Simulator(args.weights)
+    sim = Simulator()
     outcomes: collections.Counter = collections.Counter()
     refusals: collections.Counter = collections.Counter()
     kinds: collections.Counter = collections.Counter()

@@ -233,19 +233,6 @@ def test_errors_reach_the_user_and_write_nothing(cube, import_mesh):
     assert points.data.shape_keys is None
 
 
-def test_missing_weights_are_reported_and_the_worker_restarts(addon, cube, monkeypatch, tmp_path):
-    import bpy
-
-    addon.client.shutdown()
-    monkeypatch.setenv("NEUROK_WEIGHTS", str(tmp_path / "nothing.safetensors"))
-    with pytest.raises(RuntimeError, match="weights not found"):
-        bpy.ops.neurok.simulate()
-    assert cube.data.shape_keys is None
-    addon.client.shutdown()
-    monkeypatch.undo()  # back to the shipped weights
-    assert bpy.ops.neurok.simulate() == {"FINISHED"}
-
-
 def test_bake_writes_a_point_cache_that_plays_back(cube, tmp_path):
     import bpy
 

@@ -148,10 +148,10 @@ def test_evaluate_end_to_end(tmp_path, tiny_weights, tiny_data):
     assert "Chamfer-L1" in md and "| seq_000001 (soft)" in md
 
 
-def test_physics_checks_run(tiny_weights):
+def test_physics_checks_run():
     from model_runtime.simulator import Simulator
 
-    sim = Simulator(str(tiny_weights))
+    sim = Simulator()
     v, f = shapes.grid_sheet(6, 3, 0.5, 0.1)
     r = check_body(sim, v, f, "cloth", seconds=0.5, fps=24.0, check_seconds=0.25)
     assert np.isfinite(r["energy_drift"]) and r["pin_error"] < 1e-4

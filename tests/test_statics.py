@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from model_runtime import statics
 from model_runtime.errors import MeshError
+from model_runtime.lab import statics
 from model_runtime.lab.data.shapes import box_surface, icosphere
 from model_runtime.mesh import enclosed_volume, validate
 

@@ -1,7 +1,8 @@
 """Command line: ``python -m model_runtime <command>``.
 
-``simulate`` (learned model) and ``reference`` (ground-truth physics) take the same mesh and physical options
-and write the same ``.npz`` (``positions`` float32 of shape (frames+1, V, 3) and ``fps``), so they compare directly.
+``simulate`` (the product's reduced continuum) and ``reference`` (the full lattice's ground-truth physics) take the
+same mesh and physical options and write the same ``.npz`` (``positions`` float32 of shape (frames+1, V, 3) and
+``fps``), so they compare directly.
 Heavy modules are imported inside each command so ``--help`` stays instant.
 """
 
@@ -54,10 +55,8 @@ def _run_physics(args: argparse.Namespace, engine: str) -> int:
     params = params_from_args(args, len(mesh.vertices))
     bar = ProgressBar(engine)
     if engine == "simulate":
-        from ..integration import DEFAULT_METHOD
         from ..simulator import Simulator
-        positions = Simulator(args.weights).simulate(mesh.vertices, mesh.faces, params, bar.update,
-                                                     method=args.method or DEFAULT_METHOD)
+        positions = Simulator().simulate(mesh.vertices, mesh.faces, params, bar.update)
     else:
         from .data.reference import simulate_reference
         positions = simulate_reference(mesh.vertices, mesh.faces, params, progress=bar.update)
@@ -71,12 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m model_runtime", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sim = sub.add_parser("simulate", help="animate a mesh with the learned NeuROK model")
+    sim = sub.add_parser("simulate", help="animate a mesh as the add-on does")
     add_physics_arguments(sim)
-    sim.add_argument("--method", default=None,
-                     help="ODE solver: rk45 (default) or dop853 (scipy's, through torchdiffeq), or a torchdiffeq "
-                          "method (dopri5, rk4, midpoint...)")
-    sim.add_argument("--weights", default=None, help="model weights (.safetensors); default: the shipped model")
     sim.add_argument("--frame-motion", default=None, metavar="NPY",
                      help="the object's animation: a .npy of (frames + 1, 4, 4) object-to-world rigid transforms in "
                           "metres, one per frame; the mesh moves with it and the result is in object space")
@@ -103,9 +98,6 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train the NeuROK model")
     t.add_argument("--config", required=True, help="JSON training config")
     t.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
-
-    c = sub.add_parser("calibrate", help="fit the weights' stiffness law for free solids to the continuum")
-    c.add_argument("--weights", default=None, help="weights (.safetensors) to calibrate in place; default: shipped")
 
     e = sub.add_parser("evaluate", help="measure a trained model against the reference simulator")
     e.add_argument("--weights", default=None, help="weights (.safetensors); default: the shipped model")
@@ -137,9 +129,6 @@ def main(argv: list[str] | None = None) -> int:
             from .train import train
             train(args.config, resume=args.resume)
             return 0
-        if args.command == "calibrate":
-            from .calibrate import run_cli
-            return run_cli(args)
         if args.command == "evaluate":
             from .evaluate import run_cli
             return run_cli(args)

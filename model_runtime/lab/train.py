@@ -9,8 +9,7 @@ the simulator moves them rigidly with explicit coordinates, so the latent only h
 The config's ``device`` picks where it runs: "auto" (a CUDA GPU when torch sees one, else the CPU), "cpu" or
 "cuda[:N]". Multi-process training: ``torchrun --nproc_per_node N -m model_runtime train --config ...`` (gloo on
 the CPU, NCCL on GPUs, one GPU per process by LOCAL_RANK).
-Fine-tuning: a config's ``init`` names weights to start from, with their architecture (no ``model`` key); the
-stiffness calibration fitted to those weights is dropped, so ``python -m model_runtime calibrate`` must follow.
+Fine-tuning: a config's ``init`` names weights to start from, with their architecture (no ``model`` key).
 """
 
 import json
@@ -258,7 +257,6 @@ def train(config_path: str, resume: bool = False) -> Path:
     rng = np.random.default_rng([cfg["seed"], rank])
     if cfg["init"]:
         model = load_model(cfg["init"]).train()
-        model.calibration = {}  # fitted to the old weights: `python -m model_runtime calibrate` fits it anew
         model_cfg = model.cfg
     else:
         model_cfg = ModelConfig(**cfg["model"])

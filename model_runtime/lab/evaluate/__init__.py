@@ -16,7 +16,7 @@ Writes ``evaluate.json``, ``evaluate.md`` (tables) and PNG plots into ``--out``.
    so the table also gives the sampling floor (ground-truth displacement at P's samples vs Q) and the rest-shape
    baseline (undeformed P vs Q).
 2. **Rollout fidelity** against the reference simulator: for each test sequence (its rest mesh, faces, pins and SI
-   parameters from the file) the learned simulator runs the same frames at the same fps; the error at a frame is
+   parameters from the file) the product's simulator runs the same frames at the same fps; the error at a frame is
    the mean vertex distance to the stored reference positions divided by the rest bbox diagonal. Reported over all
    frames and over the first 2 s, next to two baselines: the rest shape held still, and rigid free fall (the rest
    shape translated by v0 t + g t^2 / 2 for unpinned bodies, or the exact solution with linear air drag when drag > 0,
@@ -25,9 +25,9 @@ Writes ``evaluate.json``, ``evaluate.md`` (tables) and PNG plots into ``--out``.
    ``--meshes DIR`` does the same for every ``.obj`` in a folder, with the reference simulator run here: each mesh
    is rescaled to a 0.75 m bbox diagonal, default material and gravity, 48 frames at 24 fps; open meshes get the
    lowest 10% of each connected component pinned, closed ones are free (they fall).
-3. **Physics checks** of the learned simulator on a pinned cloth strip and a pinned soft box (cantilever):
+3. **Physics checks** of the product's simulator on a pinned cloth strip and a pinned soft box (cantilever):
    total-energy drift over 5 s with zero drag and damping (max |E(t) - E(0)| over the run, relative to the largest
-   kinetic energy reached, E = kinetic + elastic + gravitational from ``Dynamics.energy`` on the integrated
+   kinetic energy reached, E = kinetic + elastic + gravitational from the path's ``energies`` on the integrated
    states), pin error (largest pinned-vertex displacement / diagonal), and monotonicity: more drag -> less mean
    kinetic energy, more gravity -> more sag, stiffer -> less sag (sag = downward displacement of the vertices in
    metres, averaged over the last quarter of a run with SETTLE_DRAG: the settled sag these statements are about; a
@@ -69,13 +69,14 @@ def evaluate(weights: str | None, data: str | None, meshes: str | None, out: str
     """The report of the module docstring. ``split`` chooses the dataset's sequences: "test" (held out from the
     training data), or "all" for a dataset the weights were not trained on at all."""
     from ...simulator import Simulator
+    from ...weights import load_model
     from ..data.format import list_sequences, load_sequence
 
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
-    sim = Simulator(weights)
-    model = sim.model
+    sim = Simulator()
+    model = load_model(weights)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     report: dict = {"weights": str(weights) if weights else "shipped", "settings": {

@@ -4,14 +4,10 @@ drag or damping, pin error, and that more drag, gravity and stiffness move the b
 import time
 
 import numpy as np
-import torch
 
 from ... import mesh as meshlib
-from ...body import build_body
-from ...dynamics import Dynamics
-from ...integration import DEFAULT_METHOD, integrate
 from ...params import SimParams, make_params
-from ...simulator import continuum_path, decode_frames, turned
+from ...simulator import continuum_path, turned
 from ..data import shapes
 from .metrics import pin_error
 
@@ -26,23 +22,14 @@ def check_bodies() -> dict:
 
 def run_states(sim, vertices, faces, p: SimParams) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Positions (T+1, V, 3) and the kinetic, elastic and gravitational energy (J) per frame, through the path the
-    simulator takes for this body (the continuum's for a sheet or a pinned solid, the latent Lagrangian's otherwise)."""
+    simulator takes for this body."""
     mesh = meshlib.validate(vertices, faces)
     path = continuum_path(mesh, p)
-    if path is not None:
-        built, local, axes = sim.built(path, mesh, p)
-        local_params = turned(p, axes)
-        X, Xd = path.integrate(built, local_params)
-        positions = path.positions(built, local, p.pins, X) @ axes.T.astype(np.float32)
-        return positions, path.energies(built, local_params, X, Xd)
-    enc = sim.encode(mesh, p.pins, p.gravity)
-    with torch.no_grad():
-        plan = build_body(enc, p, sim.coeff, sim.locking)
-        states = integrate(plan, p, DEFAULT_METHOD, lambda *a: None, None)
-        positions = decode_frames(enc, plan, states)
-        dyn = Dynamics(plan.body)
-        energy = [dyn.energy(y) for y in states]
-    return positions, {k: np.array([e[k] for e in energy]) for k in energy[0]}
+    built, local, axes = sim.built(path, mesh, p)
+    local_params = turned(p, axes)
+    X, Xd = path.integrate(built, local_params)
+    positions = path.positions(built, local, p.pins, X) @ axes.T.astype(np.float32)
+    return positions, path.energies(built, local_params, X, Xd)
 
 
 def physics_checks(sim, seconds: float = 5.0, fps: float = 24.0, check_seconds: float = 2.0) -> dict:

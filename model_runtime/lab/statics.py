@@ -1,10 +1,5 @@
-"""Linear statics of a closed solid: the continuum sag a learned body's stiffness is calibrated to.
-
-The learned body resists deformation through a spring network over decoded surface points, calibrated to Young's
-modulus for uniform strain. How stiff that network is in bending depends on the shape and on how cleanly the
-decoder bends it (a base-pinned block came out 2.6-5.5x too stiff, benchmarks/stubby_lean.py), so a pinned solid's
-stiffness is instead matched, body by body, to the linear elastic compliance of the same solid under its own
-weight, computed here.
+"""Linear statics of a closed solid: the settled sag of a pinned solid under its own weight in linear elasticity, an
+independent discretization that the tests and benchmarks/stubby_lean.py compare the simulator's pinned solids with.
 
 The solid is the set of lattice cells whose centres lie inside the surface, each a trilinear brick with Wilson's
 incompatible (bubble) modes condensed out: unlike plain trilinear bricks or linear tets, which lock in bending
@@ -23,8 +18,8 @@ import scipy.sparse.csgraph
 import scipy.sparse.linalg
 import scipy.spatial
 
-from .errors import MeshError
-from .mesh import Mesh, enclosed_volume, pinned_patch_samples, thinnest_width
+from ..errors import MeshError
+from ..mesh import Mesh, enclosed_volume, pinned_patch_samples, thinnest_width
 
 TARGET_CELLS = 600  # bricks for the body's volume: the solve takes ~0.1-0.3 s
 MIN_FILLED = 0.5  # the bricks must hold this fraction of the enclosed volume for their sag to stand for the body
