@@ -219,8 +219,7 @@ class Lattice:
         if self.rigid is not None:
             loads = loads - self.m[:, None] * (self.rigid @ (self.rigid.T @ loads))
         out = np.zeros_like(loads)
-        for k in range(loads.shape[1]):
-            out[free, k] = self.rest_solve(loads[free, k])
+        out[free] = self.rest_solve(loads[free])
         return self.deforming(out)
 
     def orthonormal(self, U: np.ndarray) -> np.ndarray:

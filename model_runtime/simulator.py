@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Callable
 
 import numpy as np
+import torch
 
 from . import contact, continuum_free, continuum_sheet, continuum_solid
 from . import mesh as meshlib
@@ -24,9 +25,12 @@ PATHS = (continuum_sheet, continuum_solid, continuum_free)
 
 
 class Simulator:
-    """Keeps what the last mesh's path built, so a warm worker re-simulates quickly."""
+    """Keeps what the last mesh's path built, so a warm worker re-simulates quickly. Sets torch to one thread for the
+    process: the paths' tensors are a few thousand elements, where intra-op threads cost more than they give (a free
+    cube's first simulate took 25.3 s with torch's 2 threads on this 2-core machine, idle, and 10.1 s with one)."""
 
     def __init__(self):
+        torch.set_num_threads(1)
         self._built: tuple[str, object] | None = None
 
     def simulate(self, vertices, faces, params: SimParams, progress: Progress | None = None,
