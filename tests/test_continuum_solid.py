@@ -72,18 +72,18 @@ def test_cantilever_sag_and_frequency_match_euler_bernoulli(sim, beam):
 def test_a_resimulate_after_a_tweak_reuses_the_subspace_and_cancel_stops(sim, beam):
     v, f, pins, _ = beam
     sim.simulate(v, f, _params(v, pins, frames=4))
-    built = sim._subspace
+    built = sim._built
     seen = []
     sim.simulate(v, f, _params(v, pins, frames=4, drag=3.0, stiffness=3e6, density=900.0),
                  progress=lambda fraction, message: seen.append(fraction))
-    assert sim._subspace is built and seen[-1] == 1.0
+    assert sim._built is built and seen[-1] == 1.0
     with pytest.raises(Cancelled):
         sim.simulate(v, f, _params(v, pins, frames=4), should_cancel=lambda: True)
     seen.clear()
     with pytest.raises(Cancelled):  # a new mesh: cancelled while its subspace is built, which is not kept
         sim.simulate(v * 1.1, f, _params(v, pins, frames=4), progress=lambda fraction, message: seen.append(fraction),
                      should_cancel=lambda: len(seen) >= 2)
-    assert sim._subspace is built and 0 < max(seen) <= 0.5
+    assert sim._built is built and 0 < max(seen) <= 0.5
 
 
 def test_a_ground_out_of_reach_changes_nothing_and_one_in_reach_holds_the_tip(sim, beam):
