@@ -64,6 +64,12 @@ def _skew(v: np.ndarray) -> np.ndarray:
     return out - np.swapaxes(out, -1, -2)
 
 
+def centre_of_mass(sub: Subspace) -> np.ndarray:
+    """The lattice's centre of mass at rest (3,), the same at any uniform density."""
+    m = node_masses(sub.body.node_volume, 1.0)
+    return (m[:, None] * sub.body.nodes.astype(np.float64)).sum(0) / m.sum()
+
+
 class Inertia:
     """The nodes' mass moments about their centre of mass, with Y(q) = Y0 + U q the nodes in the body frame:
     total mass, A0 = sum m Y0 Y0^T (3, 3), A1[a, b, r] = sum m Y0_a U_br and A2[a, b, r, s] = sum m U_ar U_bs, from
@@ -73,7 +79,7 @@ class Inertia:
         m = node_masses(sub.body.node_volume, density)
         x0 = sub.body.nodes.astype(np.float64)
         self.total = float(m.sum())
-        self.centre = (m[:, None] * x0).sum(0) / self.total
+        self.centre = centre_of_mass(sub)
         Y0, U = x0 - self.centre, sub.basis.reshape(len(m), 3, -1)
         self.A0 = np.einsum("n,na,nb->ab", m, Y0, Y0)
         self.A1 = np.einsum("n,na,nbr->abr", m, Y0, U)
@@ -169,7 +175,7 @@ def _split(state: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def positions(sub: Subspace, mesh: Mesh, pins: np.ndarray, X: np.ndarray) -> np.ndarray:
     """Vertex positions (T, V, 3) float32 of the frames' states X (T, 12 + r): centre, rotation, q."""
-    centre = Inertia(sub, 1.0).centre
+    centre = centre_of_mass(sub)
     body = mesh.vertices[None] - centre + np.einsum("vdr,tr->tvd", sub.vertex_basis, X[:, 12:])
     out = (X[:, None, :3] + np.einsum("tvb,tab->tva", body, X[:, 3:12].reshape(-1, 3, 3))).astype(np.float32)
     if not np.isfinite(out).all():
