@@ -242,16 +242,33 @@ def hinges(faces) -> torch.Tensor:
     return torch.stack([edges[first, 0], edges[first, 1], opposite[first], opposite[second]], 1)
 
 
+def _hinge_geometry(x: torch.Tensor, hinge: torch.Tensor):
+    """Each hinge's opposite vertices relative to its edge's first end, its edge e and its triangles' normals n1, n2
+    (each of length twice its triangle's area)."""
+    x0, x1, x2, x3 = (x[..., hinge[:, k], :] for k in range(4))
+    a2, a3, e = x2 - x0, x3 - x0, x1 - x0
+    return a2, a3, e, torch.linalg.cross(e, a2), torch.linalg.cross(a3, e)
+
+
+def _angles(e: torch.Tensor, n1: torch.Tensor, n2: torch.Tensor) -> torch.Tensor:
+    unit_e = e / e.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+    return torch.atan2((torch.linalg.cross(n1, n2) * unit_e).sum(-1), (n1 * n2).sum(-1))
+
+
+def _angle_gradients(a2, a3, e, n1, n2) -> torch.Tensor:
+    length2 = (e * e).sum(-1, keepdim=True).clamp_min(1e-300)
+    length = length2.sqrt()
+    g2 = -length * n1 / (n1 * n1).sum(-1, keepdim=True).clamp_min(1e-300)
+    g3 = -length * n2 / (n2 * n2).sum(-1, keepdim=True).clamp_min(1e-300)
+    t2 = (a2 * e).sum(-1, keepdim=True) / length2
+    t3 = (a3 * e).sum(-1, keepdim=True) / length2
+    return torch.stack([-(1 - t2) * g2 - (1 - t3) * g3, -t2 * g2 - t3 * g3, g2, g3], -2)
+
+
 def dihedral_angles(x: torch.Tensor, hinge: torch.Tensor) -> torch.Tensor:
     """Signed bending angle (rad) at each hinge (H, 4) of positions x (..., V, 3): 0 when flat."""
-    x0, x1, x2, x3 = (x[..., hinge[:, k], :] for k in range(4))
-    e = x1 - x0
-    n1 = torch.linalg.cross(e, x2 - x0)
-    n2 = torch.linalg.cross(x3 - x0, e)
-    unit_e = e / e.norm(dim=-1, keepdim=True).clamp_min(1e-300)
-    sin = (torch.linalg.cross(n1, n2) * unit_e).sum(-1)
-    cos = (n1 * n2).sum(-1)
-    return torch.atan2(sin, cos)
+    _, _, e, n1, n2 = _hinge_geometry(x, hinge)
+    return _angles(e, n1, n2)
 
 
 def dihedral_angle_gradients(x: torch.Tensor, hinge: torch.Tensor) -> torch.Tensor:
@@ -259,17 +276,13 @@ def dihedral_angle_gradients(x: torch.Tensor, hinge: torch.Tensor) -> torch.Tens
     -|e| n / |n|^2 with n its triangle's normal as there (of length twice the area), and the edge's two ends take the
     opposite of it, shared by where that vertex projects onto the edge, so that moving the hinge rigidly leaves theta
     unchanged (Bridson, Marino and Fedkiw 2003)."""
-    x0, x1, x2, x3 = (x[..., hinge[:, k], :] for k in range(4))
-    e = x1 - x0
-    n1 = torch.linalg.cross(e, x2 - x0)
-    n2 = torch.linalg.cross(x3 - x0, e)
-    length2 = (e * e).sum(-1, keepdim=True).clamp_min(1e-300)
-    length = length2.sqrt()
-    g2 = -length * n1 / (n1 * n1).sum(-1, keepdim=True).clamp_min(1e-300)
-    g3 = -length * n2 / (n2 * n2).sum(-1, keepdim=True).clamp_min(1e-300)
-    t2 = ((x2 - x0) * e).sum(-1, keepdim=True) / length2
-    t3 = ((x3 - x0) * e).sum(-1, keepdim=True) / length2
-    return torch.stack([-(1 - t2) * g2 - (1 - t3) * g3, -t2 * g2 - t3 * g3, g2, g3], -2)
+    return _angle_gradients(*_hinge_geometry(x, hinge))
+
+
+def dihedral_angles_and_gradients(x: torch.Tensor, hinge: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``dihedral_angles`` and ``dihedral_angle_gradients`` from one pass over the hinges."""
+    geometry = _hinge_geometry(x, hinge)
+    return _angles(*geometry[2:]), _angle_gradients(*geometry)
 
 
 def hinge_weights(x: torch.Tensor, hinge: torch.Tensor) -> torch.Tensor:

@@ -233,5 +233,9 @@ def _leans(directions: np.ndarray, centres: np.ndarray, area: np.ndarray, pinned
     """How the shape leans along each direction (D, 3), by three criteria in order (3, D): towards its pins, by
     its skew (third moment of area), by its reach (fourth moment); each dimensionless (lengths in the shape's size,
     areas as fractions) and telling where it exceeds LEAN."""
-    along = centres @ directions.T  # (F, D)
-    return np.stack([directions @ pinned, (along**3 * area[:, None]).sum(0), (along**4 * area[:, None]).sum(0)])
+    # the moments as tensors, summed over faces once: a tied plane's sweep then costs nothing per face
+    skew = np.einsum("f,fi,fj,fk->ijk", area, centres, centres, centres, optimize=True)
+    reach = np.einsum("f,fi,fj,fk,fl->ijkl", area, centres, centres, centres, centres, optimize=True)
+    d = directions
+    return np.stack([d @ pinned, np.einsum("ijk,di,dj,dk->d", skew, d, d, d, optimize=True),
+                     np.einsum("ijkl,di,dj,dk,dl->d", reach, d, d, d, d, optimize=True)])

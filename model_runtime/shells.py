@@ -3,6 +3,7 @@ hinge, the sheet law of ``elasticity``, with their energy, forces and positive s
 product's sheets (continuum_sheet.py) discretize the law with these."""
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
 from . import elasticity
@@ -40,6 +41,11 @@ class ShellElasticity:
         self.hinge_stiffness = (elasticity.bending_modulus(stiffness, poisson, thickness)
                                 * elasticity.hinge_weights(rest, hinge).numpy())
         self.n = len(nodes)
+        # sums the triangles' (T, 3, 3) and hinges' (H, 4, 3) per-corner gradients onto the nodes
+        corners = np.concatenate([self.triangles.ravel(), self.hinges.ravel()])
+        self.scatter = sp.csr_matrix((np.ones(len(corners)), (corners, np.arange(len(corners)))),
+                                     shape=(self.n, len(corners)))
+        self.hinge_index = torch.from_numpy(self.hinges)
 
     @property
     def elements(self) -> list[np.ndarray]:
@@ -48,14 +54,10 @@ class ShellElasticity:
 
     def deformation(self, x: np.ndarray) -> np.ndarray:
         """In-plane deformation gradients (T, 3, 2) at positions x (N, 3)."""
-        return np.einsum("tai,taj->tij", x[self.triangles], self.coeff)
+        return np.matmul(x[self.triangles].transpose(0, 2, 1), self.coeff)
 
     def _deformation(self, x: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(self.deformation(x))
-
-    def _angles(self, x: torch.Tensor) -> tuple[np.ndarray, torch.Tensor]:
-        hinge = torch.from_numpy(self.hinges)
-        return elasticity.dihedral_angles(x, hinge).numpy() - self.rest_angle, hinge
 
     def energy(self, x: np.ndarray) -> float:
         return self.energy_and_gradient(x)[0]
@@ -65,14 +67,11 @@ class ShellElasticity:
         F = self._deformation(x)
         membrane = elasticity.membrane_energy(F, *self.moduli).numpy()
         P = elasticity.membrane_stress(F, *self.moduli).numpy()
-        per_triangle = self.area[:, None, None] * np.einsum("tij,taj->tai", P, self.coeff)
-        xt = torch.from_numpy(x)
-        bend, hinge = self._angles(xt)
-        turn = elasticity.dihedral_angle_gradients(xt, hinge).numpy()
-        per_hinge = (self.hinge_stiffness * bend)[:, None, None] * turn
-        grad = np.zeros((self.n, 3))
-        np.add.at(grad, self.triangles, per_triangle)
-        np.add.at(grad, self.hinges, per_hinge)
+        per_triangle = self.area[:, None, None] * np.matmul(self.coeff, P.transpose(0, 2, 1))
+        angle, turn = elasticity.dihedral_angles_and_gradients(torch.from_numpy(x), self.hinge_index)
+        bend = angle.numpy() - self.rest_angle
+        per_hinge = (self.hinge_stiffness * bend)[:, None, None] * turn.numpy()
+        grad = self.scatter @ np.concatenate([per_triangle.reshape(-1, 3), per_hinge.reshape(-1, 3)])
         return float(self.area @ membrane + 0.5 * self.hinge_stiffness @ bend**2), grad
 
     def hessian_blocks(self, x: np.ndarray) -> list[np.ndarray]:
@@ -80,9 +79,11 @@ class ShellElasticity:
         by its stress's positive part, and (H, 12, 12) Gauss-Newton k grad(theta) grad(theta)^T for bending (positive
         semi-definite; it leaves out k (theta - theta_rest) times theta's own curvature)."""
         dP = elasticity.membrane_stress_derivative(self._deformation(x), *self.moduli, definite=True).numpy()
-        left = np.einsum("taj,tijkl->taikl", self.area[:, None, None] * self.coeff, dP)
-        membrane = np.einsum("taikl,tbl->taibk", left, self.coeff).reshape(-1, 9, 9)
+        # block [a, i, b, k] = A c_a^T dP[i, :, k, :] c_b, as batched 3 x 2 . 2 x 2 . 2 x 3 products per (i, k)
+        weighted = (self.area[:, None, None] * self.coeff)[:, None, None]
+        blocks = weighted @ dP.transpose(0, 1, 3, 2, 4) @ self.coeff[:, None, None].transpose(0, 1, 2, 4, 3)
+        membrane = blocks.transpose(0, 3, 1, 4, 2).reshape(-1, 9, 9)
         xt = torch.from_numpy(x)
-        g = elasticity.dihedral_angle_gradients(xt, torch.from_numpy(self.hinges)).numpy().reshape(-1, 12)
+        g = elasticity.dihedral_angle_gradients(xt, self.hinge_index).numpy().reshape(-1, 12)
         bending = self.hinge_stiffness[:, None, None] * g[:, :, None] * g[:, None, :]
         return [membrane, bending]

@@ -185,14 +185,7 @@ def test_a_pinned_solid_settles_to_the_continuum_mean_sag(sim, case):
     assert model == pytest.approx(continuum, rel=0.35), (model, continuum)
 
 
-UNDAMPED_SHEET = ("without any damping, the sheet's implicit midpoint step at 192 steps/s blows up once the strip "
-                  "whips (about 1.3 s in); at 384 steps/s it stays bounded but drifts 14% over 1.5 s "
-                  "(docs/decisions.md). The presets' damping keeps it stable; not met")
-
-
-@pytest.mark.parametrize("body", [pytest.param("cloth_strip", marks=pytest.mark.xfail(strict=True,
-                                                                                      reason=UNDAMPED_SHEET)),
-                                  "soft_box"])
+@pytest.mark.parametrize("body", ["cloth_strip", "soft_box"])
 def test_total_energy_is_conserved_without_drag_or_damping(sim, body):
     """Kinetic + elastic + gravitational energy of a pinned body released from rest, over 2 s with no drag and no
     damping, drifts less than 2% of its largest kinetic energy (the issue's target; both take the continuum's
