@@ -51,5 +51,5 @@ def machine() -> dict:
         commit = ""
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": mem, "python": platform.python_version(),
             "platform": platform.platform(), "torch": version("torch"), "bpy": version("bpy"),
-            "torchdiffeq": version("torchdiffeq"), "numpy": version("numpy"), "commit": commit,
+            "scipy": version("scipy"), "numpy": version("numpy"), "commit": commit,
             "load_average_start": os.getloadavg()}

@@ -10,12 +10,12 @@ Everything runs on this machine, in this process, except the scaling points (one
 1. **Speed vs Blender** (headless bpy, the real extension built with Blender's tool and installed in a throwaway
    user directory): pinned grids (one edge) timed as a Cloth bake (default cloth settings, pin group, 100 frames at
    24 fps, ``bpy.ops.ptcache.bake``) against ``bpy.ops.neurok.simulate`` (background mode runs the worker
-   synchronously: mesh export, encode, latent ODE, decode, writing 101 shape keys), and icospheres pinned at the
+   synchronously: mesh export, the path's build, integration, writing 101 shape keys), and icospheres pinned at the
    bottom timed as a Soft Body bake against NeuROK with the jelly preset. Runs alternate Blender / NeuROK; medians.
    NeuROK is timed twice per repeat: *cold* (the worker is stopped first, so the time includes starting it,
-   importing torch and loading the model) and *new mesh* (a running worker, a mesh it has not encoded: the object
+   importing torch) and *new mesh* (a running worker, a mesh it has not built: the object
    is moved 1 mm, which changes its world-space vertices). Then *re-simulate*: same object, warm worker, a
-   parameter (drag) changed, so the mesh encoding is reused.
+   parameter (drag) changed, so the mesh's build is reused.
 2. **Scaling** of ``model_runtime.Simulator.simulate`` (pinned cloth grids) against vertices and frames: time and
    peak RSS, with a least-squares fit time = a + b * V * frames.
 3. **Fidelity**: ``model_runtime.lab.evaluate.evaluate`` on ``../shared/meshes`` and the test split of the dataset

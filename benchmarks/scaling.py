@@ -87,7 +87,7 @@ def scaling(cfg: dict, images: Path, tag: str) -> dict:
         a, b, r2 = linear([r["seconds"] for r in ok])
         ra, rb, rr2 = linear([r["resimulate_seconds"] for r in ok])
         am, bm, _ = linear([r["rss_peak_mib"] - r["rss_loaded_mib"] for r in ok])
-        # The latent ODE costs per frame whatever the vertex count: time = a + c F + b V F separates it out.
+        # The coarse sheet's steps cost per frame whatever the vertex count: time = a + c F + b V F separates them.
         frames = np.array([r["frames"] for r in ok], float)
         (a3, c3, b3), *_ = np.linalg.lstsq(np.stack([np.ones_like(x), frames, x], 1),
                                            np.array([r["seconds"] for r in ok]), rcond=None)
@@ -117,7 +117,7 @@ def plot_scaling(rows: list[dict], fit: dict | None, cfg: dict, path: Path) -> N
             continue
         xs = np.array([r[key] for r in pts], float)
         ax.plot(xs, [r["seconds"] for r in pts], "o-", label="simulate (new mesh)")
-        ax.plot(xs, [r["resimulate_seconds"] for r in pts], "s--", label="re-simulate (cached encoding)")
+        ax.plot(xs, [r["resimulate_seconds"] for r in pts], "s--", label="re-simulate (cached build)")
         if fit:
             vf = np.array([r["vertices"] * r["frames"] for r in pts], float)
             ax.plot(xs, fit["a_seconds"] + fit["b_seconds_per_vertex_frame"] * vf, "k:",

@@ -132,7 +132,7 @@ class WorkerClient:
         return job
 
     def warm_up(self) -> Job | None:
-        """Start the worker and have it load torch and the weights now, with a one-frame simulation of a
+        """Start the worker and have it load torch now, with a one-frame simulation of a
         tetrahedron whose result nobody reads (a Simulate submitted meanwhile waits behind it, never cancels it),
         so that the first real Simulate does not wait for them. Only once per client: a worker that failed is not
         restarted behind the artist's back."""

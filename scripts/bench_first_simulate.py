@@ -2,7 +2,7 @@
 
 Through the installed extension in headless Blender (``.venv/bin/python scripts/bench_first_simulate.py``): a grid
 pinned along one edge, cloth preset, 100 frames at 24 fps, ``bpy.ops.neurok.simulate`` timed from the call to the
-keys written. Per repeat, in turn: *cold* (no worker: the call starts it, imports torch, loads the weights);
+keys written. Per repeat, in turn: *cold* (no worker: the call starts it and imports torch);
 *pre-started, pressed at once* (the panel's pre-start, then Simulate straight away); *pre-started* (the panel's
 pre-start, then PAUSE seconds, as an artist setting a pin group, before Simulate). Also the warm-up's own duration.
 Prints a markdown table of medians and every run.

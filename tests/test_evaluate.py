@@ -15,10 +15,10 @@ from model_runtime.lab.data.format import save_sequence
 from model_runtime.lab.evaluate.checks import check_body
 from model_runtime.lab.evaluate.metrics import chamfer_l1, rigid_fall, rollout_metrics
 from model_runtime.lab.evaluate.rollouts import MESH_DIAGONAL, default_pins, normalize_mesh
+from model_runtime.lab.model import ModelConfig, NeuROK
+from model_runtime.lab.weights import save_model
 from model_runtime.mesh import Mesh, bbox_diagonal, write_obj
-from model_runtime.model import ModelConfig, NeuROK
 from model_runtime.params import make_params
-from model_runtime.weights import save_model
 
 TINY = ModelConfig(d_model=16, n_heads=2, n_shape_tokens=8, n_posterior_tokens=4, encoder_self_layers=1,
                    decoder_layers=1, n_freqs=2, latent_dim=4, n_basis=8, code_dim=4, coeff_hidden=16)

@@ -45,6 +45,7 @@ def test_built_zip_contents(extension_zip):
     assert not any("__pycache__" in n for n in names)
     assert not [n for n in names if n.startswith("model_runtime/lab/")]  # the lab stays out of the artist's zip
     assert "model_runtime/__main__.py" not in names  # its command line is the lab's
+    assert not [n for n in names if n.endswith(".safetensors")]  # the add-on's motion needs no learned weights
 
 
 def test_every_shipped_module_imports_from_the_zip(extension_zip, tmp_path):

@@ -229,8 +229,8 @@ def test_a_diverging_simulation_is_stopped_not_returned(sim, monkeypatch):
 def test_more_broken_weights_files_are_named(tmp_path):
     import torch
 
-    from model_runtime.model import ModelConfig, NeuROK
-    from model_runtime.weights import load_model, save_model
+    from model_runtime.lab.model import ModelConfig, NeuROK
+    from model_runtime.lab.weights import load_model, save_model
 
     tiny = ModelConfig(d_model=16, n_heads=2, n_shape_tokens=4, n_posterior_tokens=2, encoder_self_layers=1,
                        decoder_layers=1, n_freqs=2, latent_dim=3, n_basis=4, code_dim=4, coeff_hidden=8)

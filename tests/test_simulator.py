@@ -1,6 +1,8 @@
 """The simulator end to end (every path, through Simulator.simulate), checked against closed-form mechanics where one
 exists."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -10,9 +12,8 @@ from model_runtime.lab.data.shapes import grid_sheet
 from model_runtime.mesh import edge_strain, read_obj, validate
 from model_runtime.params import make_params
 from model_runtime.simulator import Simulator
-from model_runtime.weights import DEFAULT_WEIGHTS
 
-MESHES = DEFAULT_WEIGHTS.parent / "meshes"
+MESHES = Path(__file__).resolve().parents[1] / "assets" / "meshes"
 FPS = 24.0
 
 

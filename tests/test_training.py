@@ -9,7 +9,7 @@ import torch
 from model_runtime.lab.data.format import save_sequence
 from model_runtime.lab.data.shapes import grid_sheet
 from model_runtime.lab.train import kabsch, load_config, pick_device, train
-from model_runtime.weights import load_model, read_info, save_model
+from model_runtime.lab.weights import load_model, read_info, save_model
 
 CONFIG = "configs/train_tiny.json"
 

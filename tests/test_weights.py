@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from model_runtime.errors import WeightsError
-from model_runtime.model import ModelConfig, NeuROK
-from model_runtime.weights import DEFAULT_WEIGHTS, load_model, save_model
+from model_runtime.lab.model import ModelConfig, NeuROK
+from model_runtime.lab.weights import DEFAULT_WEIGHTS, load_model, save_model
 
 TINY = ModelConfig(d_model=16, n_heads=2, n_shape_tokens=4, n_posterior_tokens=2, encoder_self_layers=1,
                    decoder_layers=1, n_freqs=2, latent_dim=3, n_basis=4, code_dim=4, coeff_hidden=8)
@@ -46,7 +46,7 @@ def test_missing_truncated_mismatched_and_pickled_files_are_refused(tmp_path):
 
     from safetensors.torch import save_file
 
-    from model_runtime.weights import FORMAT_VERSION
+    from model_runtime.lab.weights import FORMAT_VERSION
 
     save_file({k: v.contiguous() for k, v in state.items()}, str(tmp_path / "wrong.safetensors"),
               metadata={"format": FORMAT_VERSION, "config": json.dumps(TINY.to_dict())})

@@ -1,5 +1,7 @@
 """Wind and colliders: forces from the scene on the body, checked in closed form where there is one."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -9,7 +11,8 @@ from model_runtime.lab.data.shapes import grid_sheet
 from model_runtime.mesh import read_obj
 from model_runtime.params import make_params
 from model_runtime.simulator import Simulator
-from model_runtime.weights import DEFAULT_WEIGHTS
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
 FPS = 24.0
 
@@ -21,7 +24,7 @@ def sim():
 
 @pytest.fixture(scope="module")
 def cube():
-    m = read_obj(str(DEFAULT_WEIGHTS.parent / "meshes" / "cube_subdiv.obj"))
+    m = read_obj(str(ASSETS / "meshes" / "cube_subdiv.obj"))
     return m.vertices, m.faces
 
 

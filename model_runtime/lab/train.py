@@ -24,9 +24,9 @@ import torch
 import torch.distributed as dist
 
 from ..mesh import Mesh, bbox_diagonal, face_areas
-from ..model import ModelConfig, NeuROK
-from ..weights import load_model, read_info, save_model
+from .model import ModelConfig, NeuROK
 from .progress import ProgressBar
+from .weights import load_model, read_info, save_model
 
 DEFAULTS = {
     "data": "data/neurok-v1",

@@ -69,8 +69,8 @@ def evaluate(weights: str | None, data: str | None, meshes: str | None, out: str
     """The report of the module docstring. ``split`` chooses the dataset's sequences: "test" (held out from the
     training data), or "all" for a dataset the weights were not trained on at all."""
     from ...simulator import Simulator
-    from ...weights import load_model
     from ..data.format import list_sequences, load_sequence
+    from ..weights import load_model
 
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -184,7 +184,7 @@ def evaluate(weights: str | None, data: str | None, meshes: str | None, out: str
 
 
 def model_default_path():
-    from ...weights import default_weights_path
+    from ..weights import default_weights_path
 
     return default_weights_path()
 

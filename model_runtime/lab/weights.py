@@ -12,11 +12,11 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from .errors import WeightsError
+from ..errors import WeightsError
 from .model import ModelConfig, NeuROK
 
 FORMAT_VERSION = "neurok-weights-1"
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 DEFAULT_WEIGHTS = ASSETS / "neurok.safetensors"
 
 
